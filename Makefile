@@ -1,0 +1,58 @@
+# Two commands for users: `make demo` and `make test`. Both create .venv on first use and
+# never reinstall unless setup.py, setup.cfg or a requirements file changed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp-install
+SYSSTAMP := $(VENV)/.stamp-sysdeps
+RUN_DIR ?= runs/demo
+export MUJOCO_GL ?= osmesa
+export PYOPENGL_PLATFORM ?= osmesa
+export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
+export AMENT_PREFIX_PATH := $(CURDIR)/$(VENV)$(if $(AMENT_PREFIX_PATH),:$(AMENT_PREFIX_PATH))
+
+.PHONY: demo test lint bench install sysdeps clean
+
+install: $(STAMP) $(SYSSTAMP)
+
+# torch goes first and pinned: an unpinned torch requirement could pull a multi-GB CUDA build.
+$(STAMP): setup.py setup.cfg requirements-ros.txt package.xml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -r requirements-ros.txt
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	touch $@
+
+# bubblewrap isolates generated code; libosmesa6 renders MuJoCo without a GPU.
+$(SYSSTAMP):
+	@mkdir -p $(VENV)
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	ls /usr/lib/*/libOSMesa.so* >/dev/null 2>&1 || missing="$$missing libosmesa6"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "refine_ros needs the Debian packages:$$missing"; \
+	    echo "  run: sudo apt-get install$$missing   (then re-run make)"; \
+	    exit 1; \
+	  fi; \
+	fi
+	@touch $@
+
+demo: install
+	$(BIN)/refine demo --run $(RUN_DIR)
+
+test: install
+	$(BIN)/python -m pytest -q test
+
+lint: install
+	$(BIN)/ruff check refine_core refine_ros test launch
+
+bench: install
+	$(BIN)/refine bench --json
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,173 @@
+"""The analyst interface the loop talks to, and the records every answer carries.
+
+Whoever writes programs and diagnostics (an LLM behind an HTTP endpoint, a replayed
+transcript, or the rule-based offline analyst) answers through these three methods, so the
+loop never needs to know which one it has. Every answer keeps the `LLMCall` records that
+produced it, because the run database stores each call (prompt, response, tokens, latency).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from refine_core.tasks.spec import TaskSpec
+
+DecisionKind = Literal["program", "tests", "stop"]
+DECISION_KINDS: tuple[str, ...] = ("program", "tests", "stop")
+
+
+@dataclass
+class LLMCall:
+    """One request/response exchange, as stored in the `llm_calls` table.
+
+    `prompt` is the request's chat messages as JSON text; `attempt` counts corrective
+    attempts within one answer (1 = first ask, 2 = after the first parse error was sent
+    back). Transport retries (429, 5xx, timeouts) happen inside one call and are not separate
+    records. `error` is set when this exchange produced no usable answer.
+    """
+
+    role: str
+    model: str
+    prompt: str
+    response: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    attempt: int = 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ProgramAnswer:
+    """A policy program (source text), or `program=None` with `error` saying why not."""
+
+    program: str | None
+    reasoning: str = ""
+    calls: list[LLMCall] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.program is not None and self.error is None
+
+
+@dataclass
+class DiagnosticsAnswer:
+    """Diagnostic analysis code to run over the rollout table, or `code=None` with `error`."""
+
+    code: str | None
+    reasoning: str = ""
+    calls: list[LLMCall] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code is not None and self.error is None
+
+
+@dataclass
+class Decision:
+    """The three-way answer after reading diagnostic results.
+
+    `kind="program"` carries `program`, `kind="tests"` carries `tests` (more diagnostic
+    code for the same table), `kind="stop"` ends refinement. When the analyst could not give
+    a usable answer, `kind` is "stop" and `error` is set, so a caller that ignores errors
+    still terminates; a careful caller records the error and decides itself.
+    """
+
+    kind: DecisionKind
+    program: str | None = None
+    tests: str | None = None
+    reasoning: str = ""
+    calls: list[LLMCall] = field(default_factory=list)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in DECISION_KINDS:
+            raise ValueError(f"Decision.kind must be one of {DECISION_KINDS}, got {self.kind!r}")
+        if self.error is None:
+            if self.kind == "program" and not self.program:
+                raise ValueError("a 'program' decision needs a program")
+            if self.kind == "tests" and not self.tests:
+                raise ValueError("a 'tests' decision needs test code")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class AnalystError(RuntimeError):
+    """An analyst cannot answer at all (as opposed to giving an unusable answer, which is
+    reported in the answer's `error` field)."""
+
+
+class Analyst(ABC):
+    """Writes programs, diagnostics and revisions for one task.
+
+    Implementations never raise for a bad or missing answer from their source: they return
+    the answer with `error` set. They raise `AnalystError` (or a subclass) only when they
+    cannot work at all, e.g. a replay transcript with no entry for the request.
+    """
+
+    #: Short name recorded in the run database and announced in the output.
+    name: str = "analyst"
+    #: True when answers come from a language model (live or replayed).
+    is_llm: bool = False
+
+    @abstractmethod
+    def generate(
+        self,
+        spec: TaskSpec,
+        *,
+        failed_program: str | None = None,
+        error: str | None = None,
+    ) -> ProgramAnswer:
+        """Write a program from the task spec; with `failed_program` and `error`, repair a
+        program that failed to build or fit."""
+
+    @abstractmethod
+    def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
+        """Write diagnostic code for `program` knowing only the rollout table's column names."""
+
+    @abstractmethod
+    def revise(
+        self,
+        spec: TaskSpec,
+        program: str,
+        diagnostics: str,
+        results: str,
+        *,
+        history: list[dict] | None = None,
+    ) -> Decision:
+        """Read the diagnostics' printed results and answer: a new program, more tests, or
+        stop. `history` lists earlier exchanges (dicts; see `prompts.render_history`)."""
+
+
+@dataclass
+class ChatResult:
+    """The raw outcome of one chat request (after transport retries): the model's text, or
+    `text=None` with `error`. This is the level record/replay works at, so a replayed run
+    goes through exactly the same parsing as a live one."""
+
+    text: str | None
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    attempts: int = 1
+
+
+class ChatBackend(Protocol):
+    """Something that answers chat messages: a live endpoint, a recorder around one, or a
+    transcript. `role` names the question (generate, regenerate, diagnose, revise)."""
+
+    model: str
+
+    def complete(self, messages: list[dict[str, str]], role: str) -> ChatResult: ...

@@ -1,0 +1,74 @@
+"""Choosing an analyst by name, as `--analyst` does."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+from refine_core.analyst.base import Analyst
+from refine_core.analyst.config import AnalystConfig, load_config
+
+ANALYST_NAMES: tuple[str, ...] = ("offline", "openai", "record", "replay")
+
+
+def default_analyst_name(config: AnalystConfig | None = None) -> str:
+    """"openai" when an endpoint or key is configured, else "offline"."""
+    config = config if config is not None else load_config()
+    return "openai" if config.has_endpoint else "offline"
+
+
+def make_analyst(
+    name: str,
+    *,
+    config: AnalystConfig | None = None,
+    transcript: str | os.PathLike | None = None,
+    task: Any = None,
+) -> Analyst:
+    """The analyst called `name`.
+
+    `record` and `replay` need `transcript` (the JSONL path). `task` (a Task or a task name)
+    is passed to the offline analyst. Raises ValueError for an unknown name or a missing
+    transcript, `ConfigError` when `openai`/`record` has no endpoint configured.
+    """
+    if name not in ANALYST_NAMES:
+        raise ValueError(f"unknown analyst {name!r}; choose one of {', '.join(ANALYST_NAMES)}")
+    if name in ("record", "replay") and transcript is None:
+        raise ValueError(f"the {name} analyst needs a transcript path")
+    if name == "offline":
+        return _offline(task)
+    config = config if config is not None else load_config()
+    if name == "replay":
+        from refine_core.analyst.transcript import ReplayAnalyst
+
+        return ReplayAnalyst(
+            transcript,
+            max_corrections=config.max_corrections,
+            results_max_chars=config.results_max_chars,
+        )
+    from refine_core.analyst.openai_analyst import OpenAIAnalyst
+
+    live = OpenAIAnalyst(config)
+    if name == "openai":
+        return live
+    from refine_core.analyst.transcript import RecordingAnalyst
+
+    return RecordingAnalyst(live, transcript)
+
+
+def _offline(task: Any) -> Analyst:
+    try:
+        from refine_core.analyst.offline import OfflineAnalyst
+    except ImportError as exc:
+        if exc.name not in ("refine_core.analyst.offline", None):
+            raise  # a broken import inside the offline analyst is a bug to see, not hide
+        raise ValueError(f"the offline analyst is not available: {exc}") from None
+    if task is None:
+        return OfflineAnalyst()
+    # The offline analyst reads the task from each call's spec; pass `task` only if it asks.
+    params = inspect.signature(OfflineAnalyst).parameters
+    if "task" in params:
+        return OfflineAnalyst(task=task)
+    positional = [p for p in params.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return OfflineAnalyst(task) if positional else OfflineAnalyst()

@@ -1,0 +1,234 @@
+"""The offline analyst: deterministic, rule-based, no network, and plain about not being an LLM.
+
+Why it exists: the method must run (and be tested, and demoed) where no model endpoint is
+configured. For the bundled tasks it starts from the bundled starter program, writes the
+generated diagnostic battery, and revises by picking the first catalogue edit whose trigger
+fires on the printed results. Everything it knows about a program's history is in the
+program text (`# refine-edit:` lines), so the same inputs always give the same answer.
+"""
+
+from __future__ import annotations
+
+from refine_core.analyst.base import Analyst, Decision, DiagnosticsAnswer, ProgramAnswer
+from refine_core.analyst.offline.battery import diagnostic_battery
+from refine_core.analyst.offline.catalogue import (
+    CheckResult,
+    Edit,
+    applied_edits,
+    catalogue_for,
+    parse_results,
+    program_structure,
+    render,
+)
+from refine_core.analyst.offline.introspect import info_keys
+from refine_core.tasks.spec import TaskSpec
+
+IDENTITY = "Offline rule-based analyst (deterministic, no network; this is not an LLM)."
+NEEDS_LLM = (
+    "the offline analyst has no starter program or edit catalogue for task {task!r}; "
+    "an LLM endpoint is needed (configure --analyst openai with a model, base URL and key)"
+)
+FOCUS_MARKER = "focus.requested"
+SAFE_MARKER = "# refine-structure: safe"
+
+
+def safe_program(spec: TaskSpec) -> str:
+    """The simplest contract-following program for `spec`: a constant action (each action's
+    mid-range) with a learned diagonal scale. It cannot fail to build or fit, so it is the
+    fallback when a richer program did."""
+    args = ", ".join(s.name for s in spec.inputs)
+    first = spec.inputs[0].name
+    mids = ", ".join(repr(float((a.low + a.high) / 2.0)) for a in spec.actions)
+    n = len(spec.actions)
+    weights = "\n".join(
+        f'            "weight_mean_{_key(a.name)}": self.action_mean[{i}:{i + 1}],'
+        for i, a in enumerate(spec.actions)
+    )
+    return f'''{SAFE_MARKER}
+"""Fallback policy: a constant action per dimension (no state dependence)."""
+
+import torch
+from torch import nn
+
+
+class {spec.policy_class}(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        # Mid-range of each action's bounds.
+        self.action_mean = nn.Parameter(torch.tensor([{mids}]))
+        self.log_std = nn.Parameter(torch.full(({n},), -1.0))
+
+    def forward(self, {args}):
+        batch = torch.ones_like(torch.nan_to_num({first}).reshape({first}.shape[0], -1)[:, 0])
+        mean = batch[:, None] * self.action_mean[None, :]
+        scale_tril = torch.diag_embed(torch.exp(self.log_std).expand_as(mean))
+        info = {{
+{weights}
+            "latent_constant": batch,
+        }}
+        return mean, scale_tril, info
+'''
+
+
+def _key(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() else "_" for c in name.lower())
+    return cleaned.strip("_") or "action"
+
+
+class OfflineAnalyst(Analyst):
+    name = "offline"
+    is_llm = False
+
+    # -- generation -------------------------------------------------------------------------
+    def generate(
+        self,
+        spec: TaskSpec,
+        *,
+        failed_program: str | None = None,
+        error: str | None = None,
+    ) -> ProgramAnswer:
+        if not catalogue_for(spec.name):
+            return ProgramAnswer(
+                program=None,
+                reasoning=f"{IDENTITY} It cannot write a program for a task it does not know.",
+                error=NEEDS_LLM.format(task=spec.name),
+            )
+        if failed_program is None:
+            return ProgramAnswer(
+                program=render(spec.name, ()),
+                reasoning=(
+                    f"{IDENTITY} Starting from the bundled starter program for {spec.name}: "
+                    "a deliberately simple structure the catalogue of edits can grow."
+                ),
+            )
+        if failed_program.startswith(SAFE_MARKER):
+            return ProgramAnswer(
+                program=None,
+                reasoning=f"{IDENTITY} Even the constant-action fallback failed; nothing simpler exists.",
+                error=f"the fallback program failed: {error or 'unknown error'}",
+            )
+        applied = applied_edits(failed_program)
+        if program_structure(failed_program) == spec.name and applied:
+            # A revision failed: step back to the same structure without its last edit.
+            return ProgramAnswer(
+                program=render(spec.name, applied[:-1]),
+                reasoning=(
+                    f"{IDENTITY} The revised program failed ({error or 'no error text'}). A "
+                    f"rule-based analyst cannot repair code, so it withdraws the last edit "
+                    f"{applied[-1]!r} and returns the simpler structure it was applied to."
+                ),
+            )
+        return ProgramAnswer(
+            program=safe_program(spec),
+            reasoning=(
+                f"{IDENTITY} The previous program failed ({error or 'no error text'}). A rule-based "
+                "analyst cannot repair arbitrary code, so it falls back to the simplest safe "
+                "program: a constant action per dimension, which always builds and fits."
+            ),
+        )
+
+    # -- diagnostics ------------------------------------------------------------------------
+    def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
+        code = diagnostic_battery(spec, program, list(schema))
+        return DiagnosticsAnswer(
+            code=code,
+            reasoning=(
+                f"{IDENTITY} Generated battery from the program and {len(schema)} column names: "
+                "weight signs against their initial signs, reconstruction of closed-form latents, "
+                "action saturation, latent-action correlations, rollout-vs-demonstration shift "
+                "per observation column, expert-disagreement hot spots and the task metric."
+            ),
+        )
+
+    # -- revision ---------------------------------------------------------------------------
+    def revise(
+        self,
+        spec: TaskSpec,
+        program: str,
+        diagnostics: str,
+        results: str,
+        *,
+        history: list[dict] | None = None,
+    ) -> Decision:
+        edits = catalogue_for(spec.name)
+        if not edits:
+            return Decision(
+                kind="stop",
+                reasoning=f"{IDENTITY} Diagnostics ran, but {NEEDS_LLM.format(task=spec.name)}.",
+            )
+        if program_structure(program) != spec.name:
+            return Decision(
+                kind="stop",
+                reasoning=(
+                    f"{IDENTITY} The program was not built from the offline catalogue for "
+                    f"{spec.name}, so no catalogue edit applies; revising it needs an LLM endpoint."
+                ),
+            )
+        parsed = parse_results(results)
+        applied = applied_edits(program)
+        summary = _summary(parsed)
+        waiting: list[tuple[Edit, list[str]]] = []
+        for edit in edits:
+            if not edit.eligible(applied):
+                continue
+            fires, held, missing = edit.trigger.evaluate(parsed)
+            if fires:
+                return Decision(
+                    kind="program",
+                    program=edit.apply(program),
+                    reasoning=(
+                        f"{IDENTITY} {summary} Applying catalogue edit {edit.id!r} because "
+                        f"{'; '.join(held)}. {edit.description}"
+                    ),
+                )
+            if missing and len(missing) == len(edit.trigger.conditions()):
+                waiting.append((edit, missing))
+        if waiting and FOCUS_MARKER not in parsed:
+            checks = sorted({m.split(" ")[0].rsplit(".", 1)[0] for _, ms in waiting for m in ms})
+            return Decision(
+                kind="tests",
+                tests=focused_tests(spec, program, checks),
+                reasoning=(
+                    f"{IDENTITY} The results lack the checks that decide edits "
+                    f"{[e.id for e, _ in waiting]}; asking once for a focused re-run of {checks}."
+                ),
+            )
+        remaining = [e.id for e in edits if e.eligible(applied)]
+        why = (
+            "every catalogue edit is already applied"
+            if not remaining
+            else f"no trigger fired for the remaining edits {remaining}"
+        )
+        return Decision(kind="stop", reasoning=f"{IDENTITY} {summary} Stopping: {why}.")
+
+
+def _summary(parsed: dict[str, CheckResult]) -> str:
+    failed = sorted(c for c, r in parsed.items() if r.status == "FAIL")
+    metric = next((r for c, r in parsed.items() if c.startswith("metric.")), None)
+    parts = [f"{len(parsed)} checks read, {len(failed)} failed"]
+    if failed:
+        parts.append("failed: " + ", ".join(failed[:8]) + (" ..." if len(failed) > 8 else ""))
+    if metric is not None:
+        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in
+                         list(metric.values.items())[:4])
+        parts.append(f"{metric.check}: {shown}")
+    return "; ".join(parts) + "."
+
+
+def focused_tests(spec: TaskSpec, program: str, checks: list[str]) -> str:
+    """The battery restricted to `checks` (by id prefix), on the schema the program implies,
+    plus a marker line so the analyst asks for focused tests only once."""
+    schema = list(spec.observation_columns) + list(info_keys(program, spec))
+    for a in spec.action_names:
+        schema += [f"mean_{a}", f"act_{a}", f"expert_{a}"]
+    schema += ["reward", "done"]
+    code = diagnostic_battery(spec, program, schema)
+    kept: list[str] = []
+    for line in code.splitlines():
+        if line.startswith("_run("):
+            check = line.split("'", 2)[1] if "'" in line else ""
+            if not any(check == c or check.startswith(c + ".") for c in checks):
+                continue
+        kept.append(line)
+    kept.append(f"_emit({FOCUS_MARKER!r}, 'INFO', checks={','.join(checks)!r})")
+    return "\n".join(kept) + "\n"

@@ -1,0 +1,123 @@
+"""`refine bench`: speed and memory figures, measured side by side in one run.
+
+Each benchmark lives next to the code it measures; this module only calls them in order and
+collects one JSON object. A benchmark that cannot run here records why instead of a number.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+
+def il_fit_seconds_door() -> dict:
+    from refine_core.learn.il import ILConfig, fit_il
+    from refine_core.policy.contract import build_policy
+    from refine_core.policy.programs import starter_program
+    from refine_core.rollout.demo import record_demonstration
+    from refine_core.tasks.registry import get_task
+
+    task = get_task("door_open")
+    demo = record_demonstration(task)
+    policy = build_policy(starter_program("door_open"), task.spec)
+    start = time.perf_counter()
+    fit_il(policy, demo.inputs, demo.actions, ILConfig())
+    return {"il_fit_seconds_door": time.perf_counter() - start}
+
+
+def analysis_seconds_per_round() -> dict:
+    """The offline battery on a 1,000-step car table, through the sandbox."""
+    from refine_core.analyst.offline import OfflineAnalyst
+    from refine_core.policy.contract import build_policy, validate_policy
+    from refine_core.policy.programs import starter_program
+    from refine_core.rollout.demo import record_demonstration
+    from refine_core.rollout.runner import run_episode
+    from refine_core.sandbox import run_diagnostics
+    from refine_core.stages import table_schema
+    from refine_core.tasks.registry import get_task
+
+    task = get_task("car_racing")
+    source = starter_program("car_racing")
+    policy = build_policy(source, task.spec)
+    demo = record_demonstration(task)
+    table = run_episode(task, policy, task.spec.diagnostic_seeds[0], mode="mean").table
+    schema = table_schema(task.spec, validate_policy(policy, task.spec))
+    code = OfflineAnalyst().diagnose(task.spec, source, schema).code
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        result = run_diagnostics(code, table, demo.table)
+        times.append(time.perf_counter() - start)
+    return {"analysis_seconds_per_round": statistics.median(times), "analysis_table_rows": len(table),
+            "analysis_status": result.status}
+
+
+def rl_update_seconds() -> dict:
+    """One update of 20 car trajectories x 1,000 steps with the starter program."""
+    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.policy.contract import build_policy
+    from refine_core.policy.programs import starter_program
+    from refine_core.tasks.registry import get_task
+
+    task = get_task("car_racing")
+    policy = build_policy(starter_program("car_racing"), task.spec)
+    report = train_rl(task, policy, RLConfig(group_size=20, reset_budget=20), progress=False)
+    return {"rl_update_seconds": report.wall_time_s}
+
+
+def parallel_speedup_2_workers() -> dict:
+    """Evaluation of 10 seeds, 2 worker processes vs 1, both timed here (workers warm)."""
+    from refine_core.policy.bundle import PolicyBundle
+    from refine_core.policy.contract import build_policy
+    from refine_core.policy.programs import starter_program
+    from refine_core.rollout.runner import run_episodes
+    from refine_core.tasks.registry import get_task
+
+    task = get_task("door_open")
+    source = starter_program("door_open")
+    bundle = PolicyBundle.from_module(source, build_policy(source, task.spec))
+    seeds = list(task.spec.eval_seeds)
+    timings = {}
+    for workers in (1, 2):
+        start = time.perf_counter()
+        run_episodes(task, bundle, seeds, mode="mean", workers=workers, progress=False)
+        timings[workers] = time.perf_counter() - start
+    return {"parallel_speedup_2_workers": timings[1] / timings[2], "eval_10_seeds_1_worker_s": timings[1],
+            "eval_10_seeds_2_workers_s": timings[2]}
+
+
+def _benchmarks() -> list[tuple[str, Callable[[], dict]]]:
+    from refine_core.sandbox.bench import bench_sandbox
+    from refine_core.store.bench import bench_sqlite
+    from refine_core.tasks.bench import bench_envs
+
+    out: list[tuple[str, Callable[[], dict]]] = [
+        ("envs", bench_envs), ("sqlite", bench_sqlite), ("il", il_fit_seconds_door),
+        ("sandbox", bench_sandbox), ("analysis", analysis_seconds_per_round),
+        ("rl", rl_update_seconds), ("parallel", parallel_speedup_2_workers),
+    ]
+    try:
+        from refine_ros.bench import bench_ros  # ROS is optional for refine_core users
+        out.append(("ros", bench_ros))
+    except ImportError as exc:
+        out.append(("ros", lambda exc=exc: {"ros_skipped": f"refine_ros unavailable: {exc}"}))
+    return out
+
+
+def run_all(only: set[str] | None = None) -> dict:
+    results: dict = {}
+    for name, fn in _benchmarks():
+        if only and name not in only:
+            continue
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        try:
+            results.update(fn())
+        except Exception as exc:  # a broken benchmark must not hide the others
+            results[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc(file=sys.stderr)
+        print(f"[bench] {name} done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return results

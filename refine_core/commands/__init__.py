@@ -1,0 +1,1 @@
+"""One module per `refine` verb: `add_parser(subparsers)` and `run(args) -> int`."""

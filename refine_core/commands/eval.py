@@ -1,0 +1,132 @@
+"""`refine eval`: roll out fitted rounds on the task's unseen evaluation configurations."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+
+from refine_core.cli import UserError
+from refine_core.commands._common import add_run_dir
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("eval", help="evaluate fitted rounds on unseen configurations",
+                       description="Roll out a fitted round on the task's evaluation seeds "
+                       "(1000, 1001, ...), store the episodes and steps, and print return and "
+                       "metric mean ± std and the success rate.")
+    add_run_dir(p)
+    p.add_argument("--round", default="last", metavar="N|best|last|all",
+                   help="which round(s) to evaluate (default: last)")
+    p.add_argument("--episodes", type=int, default=10, help="number of evaluation seeds")
+    p.add_argument("--mode", choices=("mean", "sample"), default="mean",
+                   help="execute the action mean (default) or sample from the Gaussian")
+    p.add_argument("--rng-seed", type=int, default=0, help="action-noise seed for --mode sample")
+    p.add_argument("--workers", type=int, default=1, help="parallel rollout processes")
+    p.add_argument("--max-steps", type=int, default=None, help="cut episodes short (testing)")
+    return p
+
+
+def evaluation_seeds(spec, episodes: int) -> list[int]:
+    """The spec's evaluation seeds, continued upwards when more episodes are asked for."""
+    seeds = list(spec.eval_seeds[:episodes])
+    nxt = max(spec.eval_seeds) + 1
+    while len(seeds) < episodes:
+        seeds.append(nxt)
+        nxt += 1
+    return seeds
+
+
+def _rounds(db, run_id: int, which: str, higher_is_better: bool) -> list[int]:
+    committed = [r["round"] for r in db.rounds(run_id, status="committed")]
+    if not committed:
+        raise UserError("the run has no fitted round; fit a program first (refine fit)")
+    if which == "all":
+        return committed
+    if which == "last":
+        return [committed[-1]]
+    if which == "best":
+        return [db.best_round(run_id, higher_is_better=higher_is_better)]
+    try:
+        number = int(which)
+    except ValueError:
+        raise UserError(f"--round must be a number, best, last or all; got {which!r}") from None
+    if number not in committed:
+        raise UserError(f"round {number} is not a committed round; committed: {committed}")
+    return [number]
+
+
+def _stats(values) -> tuple[float, float]:
+    array = np.asarray(values, dtype=float)
+    return float(np.mean(array)), float(np.std(array))
+
+
+def summarise(results) -> dict:
+    """Mean ± std (population) of return and metric, success rate, and failure count."""
+    returns = [r.summary["return"] for r in results]
+    metrics = [r.summary["metric"] for r in results]
+    ret_mean, ret_std = _stats(returns)
+    met_mean, met_std = _stats(metrics)
+    return {
+        "episodes": len(results),
+        "seeds": [r.summary["seed"] for r in results],
+        "return_mean": ret_mean, "return_std": ret_std,
+        "metric_mean": met_mean, "metric_std": met_std,
+        "success_rate": float(np.mean([r.summary["success"] for r in results])),
+        "errors": sum(r.error is not None for r in results),
+    }
+
+
+def run(args) -> int:
+    from refine_core.commands.fit import open_run
+    from refine_core.policy.bundle import PolicyBundle
+    from refine_core.policy.errors import ContractError
+    from refine_core.rollout.runner import run_episodes
+
+    if args.episodes < 1:
+        raise UserError("--episodes must be at least 1")
+    if args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    db, run_row, task = open_run(args.run)
+    with db:
+        spec = task.spec
+        run_id = run_row["id"]
+        seeds = evaluation_seeds(spec, args.episodes)
+        for number in _rounds(db, run_id, str(args.round), spec.metric.higher_is_better):
+            row = db.round(run_id, number)
+            bundle = PolicyBundle(row["program"], row["weights"])
+            try:
+                results = run_episodes(
+                    task, bundle, seeds, workers=args.workers, mode=args.mode,
+                    rng_seed=args.rng_seed, ids={"run_id": run_id, "round": number, "kind": "eval"},
+                    max_steps=args.max_steps, desc=f"eval round {number}",
+                )
+            except ContractError as exc:
+                raise UserError(f"round {number}'s program no longer loads: "
+                                f"{str(exc).splitlines()[0]}") from None
+            stats = summarise(results)
+            stats.update(mode=args.mode, rng_seed=args.rng_seed, max_steps=args.max_steps)
+            metrics = dict(row["metrics"] or {})
+            metrics["eval"] = stats
+            with db.transaction():
+                for episode, result in enumerate(results):
+                    db.save_episode(
+                        run_id, number, "eval", episode,
+                        seed=result.summary["seed"], summary=result.summary, table=result.table,
+                        complete=result.error is None, error=result.error,
+                    )
+                db.log_event(run_id, number, "eval", f"evaluated on {len(seeds)} seeds", stats)
+                db.update_round(run_id, number, metrics=metrics,
+                                eval_metric=stats["metric_mean"]
+                                if math.isfinite(stats["metric_mean"]) else None)
+            line = (f"round {number}: return {stats['return_mean']:.1f} ± {stats['return_std']:.1f}")
+            if spec.metric.name != "return":
+                line += f", {spec.metric.name} {stats['metric_mean']:.4g} ± {stats['metric_std']:.4g}"
+            line += (f", success {100 * stats['success_rate']:.0f}% over {stats['episodes']} "
+                     f"episodes (seeds {seeds[0]}-{seeds[-1]}, {args.mode} actions)")
+            print(line)
+            if stats["errors"]:
+                print(f"  {stats['errors']} episode(s) ended early with a policy error; "
+                      f"first: {next(r.error for r in results if r.error)}")
+    return 0

@@ -1,0 +1,33 @@
+"""`refine experiment`: the published comparison (MLP / zero-shot / refined x IL / RL budgets)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("experiment", help="run the published table's conditions and write results/<task>/<date>/")
+    p.add_argument("--task", required=True, choices=("car_racing", "door_open"))
+    p.add_argument("--seeds", type=int, default=10, help="evaluation seeds per condition")
+    p.add_argument("--workers", type=int, default=None, help="local processes (default: CPU count)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS", help="run jobs as Ray tasks ('local' starts one)")
+    p.add_argument("--low-resets", type=int, default=400, help="low RL reset budget")
+    p.add_argument("--high-resets", type=int, default=2000, help="high RL reset budget")
+    p.add_argument("--refined-run", type=Path, default=None, metavar="DIR",
+                   help="take the refined program from this run (default: run refinement now)")
+    p.add_argument("--analyst", default="offline", help="analyst for refinement when no --refined-run")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--out", type=Path, default=Path("results"), help="results root")
+    p.add_argument("--smoke", action="store_true", help="every condition with tiny budgets (CI)")
+    p.add_argument("--date", default=None, help="results sub-folder name (default: today)")
+    return p
+
+
+def run(args) -> int:
+    from refine_core.experiment.runner import ExperimentOptions, run_experiment
+
+    options = ExperimentOptions.from_args(args)
+    out = run_experiment(options)
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,101 @@
+"""`refine fit`: fit a program to the run's demonstration and store it as a round."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from refine_core.cli import UserError
+from refine_core.commands._common import add_run_dir, db_path, task_or_error
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("fit", help="fit a program to the run's demonstration (imitation learning)",
+                       description="Load a structured-policy program, check it against the "
+                       "contract, fit it to the run's demonstration by NLL and store the result "
+                       "as a round. `--program starter` uses the task's bundled starter program.")
+    add_run_dir(p)
+    p.add_argument("--program", required=True, metavar="FILE",
+                   help="program source file (or `starter` for the bundled starter program)")
+    p.add_argument("--round", type=int, default=None,
+                   help="round number to store (default: one after the last round)")
+    p.add_argument("--max-epochs", type=int, default=None, help="upper bound on IL epochs")
+    p.add_argument("--seed", type=int, default=0, help="fit seed (split, minibatch order)")
+    return p
+
+
+def open_run(run_dir: Path):
+    """(database, run row, task) of a run directory, or a UserError saying what is missing."""
+    from refine_core.store.db import RunDatabase, RunDatabaseError
+
+    try:
+        db = RunDatabase(db_path(run_dir), create=False)
+    except RunDatabaseError as exc:
+        raise UserError(str(exc)) from None
+    run_row = db.latest_run()
+    if run_row is None:
+        db.close()
+        raise UserError(f"{db.path} holds no run; record a demonstration first (refine record)")
+    return db, run_row, task_or_error(run_row["task"])
+
+
+def read_program(path_text: str, task_name: str) -> tuple[str, str]:
+    """(source, label) of `--program`."""
+    if path_text == "starter" and not Path(path_text).exists():
+        from refine_core.policy.programs import starter_program
+
+        return starter_program(task_name), f"bundled starter for {task_name}"
+    path = Path(path_text)
+    if not path.is_file():
+        raise UserError(f"program file {path} not found")
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read program file {path}: {exc}") from None
+
+
+def run(args) -> int:
+    from refine_core.learn.il import FitError, ILConfig, fit_il
+    from refine_core.policy.contract import build_policy, validate_policy
+    from refine_core.policy.errors import ContractError
+    from refine_core.rollout.demo import Demonstration, DemonstrationError
+
+    db, run_row, task = open_run(args.run)
+    with db:
+        spec = task.spec
+        source, label = read_program(args.program, spec.name)
+        try:
+            demo = Demonstration.load(db, run_row["id"])
+        except DemonstrationError as exc:
+            raise UserError(f"{exc}; record one first (refine record)") from None
+        try:
+            policy = build_policy(source, spec)
+            schema = validate_policy(policy, spec)
+        except ContractError as exc:
+            raise UserError(f"invalid program {label}: {str(exc).splitlines()[0]}") from None
+        config = ILConfig(seed=args.seed, **({} if args.max_epochs is None
+                                             else {"max_epochs": args.max_epochs}))
+        start = time.perf_counter()
+        try:
+            report = fit_il(policy, demo.inputs, demo.actions, config, spec=spec)
+        except FitError as exc:
+            raise UserError(f"fitting {label} failed: {str(exc).splitlines()[0]}") from None
+        fit_s = time.perf_counter() - start
+        last = db.last_round(run_row["id"])
+        number = args.round if args.round is not None else (0 if last is None else last + 1)
+        with db.transaction():
+            db.save_round(
+                run_row["id"], number, status="committed", program=source,
+                fit_report=report.to_dict(), weights=report.weights, info_schema=schema,
+                timings={"fit_s": fit_s},
+            )
+            db.log_event(run_row["id"], number, "fit", f"fitted {label}",
+                         {"best_val_nll": report.best_val_nll, "epochs": report.epochs})
+        print(f"round {number}: fitted {label} on {demo.steps} demonstration steps in {fit_s:.1f} s; "
+              f"val NLL {report.initial_val_nll:.3f} -> {report.best_val_nll:.3f} "
+              f"(best epoch {report.best_epoch} of {report.epochs}); "
+              f"{len(schema.weights)} weights, {len(schema.latents)} latents")
+        for warning in schema.warnings:
+            print(f"  warning: {warning}")
+    return 0

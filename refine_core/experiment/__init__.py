@@ -1,0 +1,1 @@
+"""The published comparison, reproduced: conditions x evaluation seeds, in parallel."""

@@ -1,0 +1,59 @@
+"""The two kinds of job an experiment runs. Plain functions of plain arguments (source text,
+npz bytes, dicts), so the same call runs in a local process or as a Ray task."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+
+def _demo_arrays(demo_npz: bytes, spec) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    with np.load(io.BytesIO(demo_npz), allow_pickle=False) as data:
+        inputs = {s.name: data[f"input_{s.name}"] for s in spec.inputs}
+        return inputs, data["actions"]
+
+
+def pack_demo(inputs: dict[str, np.ndarray], actions: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, actions=actions, **{f"input_{k}": v for k, v in inputs.items()})
+    return buf.getvalue()
+
+
+def train_job(task_name: str, source: str, demo_npz: bytes, il: dict, rl: dict | None) -> dict:
+    """IL on the demonstration, then (optionally) RL from the IL weights."""
+    import torch
+
+    from refine_core.learn.il import ILConfig, fit_il
+    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.policy.bundle import PolicyBundle
+    from refine_core.policy.contract import build_policy
+    from refine_core.tasks.registry import get_task
+
+    torch.set_num_threads(1)
+    task = get_task(task_name)
+    inputs, actions = _demo_arrays(demo_npz, task.spec)
+    policy = build_policy(source, task.spec)  # static check + contract validation first
+    il_report = fit_il(policy, inputs, actions, ILConfig(**{**il, "progress": False}), spec=task.spec)
+    rl_report = train_rl(task, policy, RLConfig(**rl), progress=False) if rl else None
+    return {
+        "bundle": PolicyBundle.from_module(source, policy).to_npz_bytes(),
+        "il": il_report.to_dict(),
+        "rl": rl_report.to_dict() if rl_report else None,
+    }
+
+
+def eval_job(task_name: str, bundle_npz: bytes, seed: int, max_steps: int | None) -> dict:
+    """One evaluation episode with mean actions on an unseen seed."""
+    import torch
+
+    from refine_core.policy.bundle import PolicyBundle
+    from refine_core.rollout.runner import run_episode
+    from refine_core.tasks.registry import get_task
+
+    torch.set_num_threads(1)
+    task = get_task(task_name)
+    policy = PolicyBundle.from_npz_bytes(bundle_npz).build(task.spec)
+    result = run_episode(task, policy, seed, mode="mean", label_expert=False, max_steps=max_steps)
+    return {"seed": seed, **{k: float(v) for k, v in result.summary.items() if isinstance(v, (int, float))},
+            "error": result.error}

@@ -1,0 +1,197 @@
+"""A self-contained HTML report of one run (plots inlined as PNG), plus a short text summary.
+
+Everything comes from the run database, so a report can be rebuilt at any time, including
+for a run that is still going or was killed.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from refine_core.store.db import RunDatabase  # noqa: E402
+
+
+@dataclass
+class RunView:
+    run: dict
+    rounds: list[dict]
+    calls: pd.DataFrame
+    analyses: pd.DataFrame
+    episodes: pd.DataFrame
+
+
+def load_view(db: RunDatabase, run_id: int | None = None) -> RunView:
+    run = db.run(run_id) if run_id is not None else db.latest_run()
+    if run is None:
+        raise ValueError(f"{db.path} holds no run")
+    rid = run["id"]
+
+    def frame(table: str) -> pd.DataFrame:
+        if table not in db.db.table_names():
+            return pd.DataFrame()
+        return pd.DataFrame(list(db.db.query(f"select * from [{table}] where run_id = ?", [rid])))
+
+    rounds = db.rounds(rid)
+    for row in rounds:  # the database decodes JSON columns; absent ones become empty dicts
+        for key in ("metrics", "timings", "fit_report", "info_schema"):
+            row[key] = row.get(key) or {}
+    return RunView(run=run, rounds=rounds, calls=frame("llm_calls"), analyses=frame("analyses"),
+                   episodes=frame("episodes"))
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def metric_plot(view: RunView, metric_name: str) -> str | None:
+    rows = [(r["round"], r["metrics"].get(k, {}).get("metric_mean"), r["metrics"].get(k, {}).get("metric_std"), k)
+            for r in view.rounds if r["status"] == "committed" for k in ("selection", "eval")]
+    if not rows:
+        return None
+    df = pd.DataFrame(rows, columns=["round", "mean", "std", "kind"]).dropna(subset=["mean"])
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for kind, part in df.groupby("kind"):
+        ax.errorbar(part["round"], part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3, label=kind)
+    ax.set_xlabel("round")
+    ax.set_ylabel(metric_name)
+    ax.set_title(f"{metric_name} per refinement round")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _png(fig)
+
+
+def traces_plot(table: pd.DataFrame, action_names: list[str]) -> str | None:
+    """Latents and actions over the first diagnostic episode of the best round."""
+    if table.empty:
+        return None
+    ep = table[table["episode"] == table["episode"].min()].sort_values("step")
+    latents = [c for c in ep.columns if c.startswith("latent_")][:6]
+    acts = [c for c in (f"act_{a}" for a in action_names) if c in ep]
+    experts = [c for c in (f"expert_{a}" for a in action_names) if c in ep]
+    fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    for c in latents:
+        axes[0].plot(ep["step"], ep[c], label=c.removeprefix("latent_"))
+    axes[0].set_title("latents")
+    for c in acts:
+        axes[1].plot(ep["step"], ep[c], label=c)
+    for c in experts:
+        axes[1].plot(ep["step"], ep[c], "--", alpha=0.6, label=c)
+    axes[1].set_title("executed (solid) and expert (dashed) actions")
+    axes[1].set_xlabel("step")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7, ncol=3)
+    return _png(fig)
+
+
+def _pre(text: str | None) -> str:
+    return f"<pre>{html.escape(text or '')}</pre>"
+
+
+def program_diff(before: str, after: str) -> str:
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), "previous", "this round", lineterm="")
+    lines = []
+    for line in diff:
+        cls = "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+        lines.append(f'<span class="{cls}">{html.escape(line)}</span>')
+    return "<pre>" + "\n".join(lines) + "</pre>" if lines else "<p>(unchanged)</p>"
+
+
+def text_summary(view: RunView, metric_name: str) -> str:
+    run = view.run
+    lines = [f"run {run['id']} ({run['task']}, analyst {run.get('analyst')}): {len(view.rounds)} round(s)"]
+    for r in view.rounds:
+        ev = r["metrics"].get("eval", {})
+        sel = r["metrics"].get("selection", {})
+        if r["status"] != "committed":
+            lines.append(f"  round {r['round']}: FAILED - {r.get('error')}")
+            continue
+        lines.append(f"  round {r['round']}: selection {sel.get('metric_mean', float('nan')):.4g}, "
+                     f"eval {metric_name} {ev.get('metric_mean', float('nan')):.4g} ± {ev.get('metric_std', float('nan')):.3g} "
+                     f"(success {ev.get('success_rate', float('nan')):.0%}) -> {r.get('decision')}")
+    calls = len(view.calls)
+    tokens = int(view.calls[["tokens_in", "tokens_out"]].fillna(0).sum().sum()) if calls else 0
+    lines.append(f"  analyst calls: {calls}, tokens: {tokens}; best round: {run.get('best_round')}")
+    if run.get("stop_reason"):
+        lines.append(f"  stopped: {run['stop_reason']}")
+    return "\n".join(lines)
+
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px}
+.add{color:#116329}.del{color:#a40e26}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}
+details{margin:.4em 0}summary{cursor:pointer;font-weight:600}"""
+
+
+def build_report(db: RunDatabase, out: Path, run_id: int | None = None) -> tuple[Path, str]:
+    from refine_core.tasks.registry import get_task
+
+    view = load_view(db, run_id)
+    spec = get_task(view.run["task"]).spec
+    metric = spec.metric.name
+    parts = [f"<html><head><meta charset='utf-8'><title>refine_ros report {html.escape(str(view.run['id']))}</title>"
+             f"<style>{CSS}</style></head><body>",
+             f"<h1>Refinement run {html.escape(str(view.run['id']))}: {html.escape(spec.name)}</h1>",
+             _pre(text_summary(view, metric))]
+    plot = metric_plot(view, metric)
+    if plot:
+        parts.append(f"<img src='{plot}' alt='metric per round'>")
+
+    # calls and time per stage
+    if len(view.calls):
+        by_role = view.calls.groupby("role").agg(calls=("role", "size"), tokens_in=("tokens_in", "sum"),
+                                                 tokens_out=("tokens_out", "sum"))
+        parts.append("<h2>Analyst calls</h2>" + by_role.to_html())
+    timing = pd.DataFrame([{"round": r["round"], **(r["timings"] or {})} for r in view.rounds]).set_index("round") \
+        if view.rounds else pd.DataFrame()
+    if not timing.empty:
+        parts.append("<h2>Time per stage (s)</h2>" + timing.round(2).to_html())
+
+    previous = ""
+    for r in view.rounds:
+        parts.append(f"<h2>Round {r['round']} ({r['status']})</h2>")
+        if r.get("error"):
+            parts.append(f"<p><b>error:</b> {html.escape(str(r['error']))}</p>")
+        parts.append("<details><summary>program</summary>" + _pre(r.get("program")) + "</details>")
+        if previous:
+            parts.append("<details open><summary>diff from the previous round</summary>"
+                         + program_diff(previous, r.get("program") or "") + "</details>")
+        previous = r.get("program") or ""
+        if r.get("reasoning"):
+            parts.append("<details open><summary>analyst reasoning</summary>" + _pre(r["reasoning"]) + "</details>")
+        if len(view.analyses):
+            for _, a in view.analyses[view.analyses["round"] == r["round"]].iterrows():
+                parts.append(f"<details><summary>diagnostics #{a['iteration']} - {a['status']} "
+                             f"({a['isolation']}, {a['duration_s']:.2f} s)</summary>"
+                             + _pre(a["code"]) + "<b>printed results</b>" + _pre(a["stdout"])
+                             + (_pre(a["stderr_tail"]) if a.get("stderr_tail") else "") + "</details>")
+        fit = r.get("fit_report") or {}
+        if fit.get("val_nll"):
+            parts.append(f"<p>fit: {fit.get('epochs')} epochs, best validation NLL {fit.get('best_val_nll'):.4g}, "
+                         f"{fit.get('wall_time_s', 0):.1f} s</p>")
+
+    best = view.run.get("best_round")
+    if best is not None:
+        table = db.load_steps(view.run["id"], round=int(best), kind="diagnostic")
+        plot = traces_plot(table, list(spec.action_names))
+        if plot:
+            parts.append(f"<h2>Best round {best}: latents and actions over one episode</h2><img src='{plot}'>")
+    parts.append("</body></html>")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(parts))
+    return out, text_summary(view, metric)

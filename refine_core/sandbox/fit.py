@@ -1,0 +1,145 @@
+"""Build and fit a generated policy program inside the sandbox.
+
+A program is code from an analyst, and building it runs that code, so the main process never
+does: it only runs the static check (cheap, refuses the obvious before a process is spent),
+then hands source text, demonstration arrays and the IL config to the sandbox and takes back
+plain data. Weights come back as an .npz loaded with ``allow_pickle=False`` (arrays only,
+never code), the report as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from refine_core.sandbox.limits import Limits, SandboxResult
+from refine_core.sandbox.runner import SandboxConfigError, run_script, with_timeout
+
+FIT_LIMITS = Limits(wall_s=600.0, cpu_s=1200, memory_bytes=6 * 1024**3)
+PRELOAD = ("numpy", "torch", "refine_core.policy.contract", "refine_core.learn.il",
+           "refine_core.tasks.registry")
+_WORKER = Path(__file__).with_name("fit_worker.py")
+
+
+@dataclass
+class SandboxFit:
+    """Outcome of one sandboxed fit. `status`: ok, contract_error (the program broke a rule;
+    `error_type` names the ContractError subclass), fit_error, or the sandbox's own status
+    (refused, error, timeout, killed) when the worker did not get to report."""
+
+    status: str
+    report: dict | None = None
+    weights: dict[str, np.ndarray] | None = None
+    error: str | None = None
+    error_type: str | None = None
+    rule: str | None = None
+    result: SandboxResult = field(default_factory=lambda: SandboxResult(status="refused"))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _static_check(source: str) -> tuple[str, str, str | None] | None:
+    try:
+        from refine_core.policy.static_check import check_program_source
+    except ImportError:  # the check module is optional at this seam; the worker checks again
+        return None
+    try:
+        check_program_source(source)
+    except Exception as exc:  # noqa: BLE001 - every refusal becomes a typed result
+        return type(exc).__name__, str(exc), getattr(exc, "rule", None)
+    return None
+
+
+def _load_weights(data: bytes) -> dict[str, np.ndarray]:
+    weights: dict[str, np.ndarray] = {}
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        for key in archive.files:
+            array = archive[key]
+            if array.dtype.kind not in "biufc":
+                raise ValueError(f"weight {key!r} has non-numeric dtype {array.dtype}")
+            weights[key] = array
+    return weights
+
+
+def fit_in_sandbox(
+    source: str,
+    task_name: str,
+    demo_inputs: dict[str, np.ndarray],
+    demo_actions: np.ndarray,
+    il_config: dict,
+    limits: Limits = FIT_LIMITS,
+    *,
+    allow_weak_isolation: bool = False,
+    timeout_s: float | None = None,
+) -> SandboxFit:
+    """Statically check, then build and fit `source` for `task_name` in the sandbox.
+
+    `il_config` holds `ILConfig` fields (an `ILConfig` itself is accepted too); `timeout_s`
+    overrides `limits.wall_s`.
+    """
+    if not isinstance(source, str):
+        raise SandboxConfigError(f"source must be a string, got {type(source).__name__}")
+    if dataclasses.is_dataclass(il_config) and not isinstance(il_config, type):
+        il_config = dataclasses.asdict(il_config)
+    if not isinstance(il_config, dict):
+        raise SandboxConfigError(f"il_config must be a dict, got {type(il_config).__name__}")
+    limits = with_timeout(limits, timeout_s)
+    refused = _static_check(source)
+    if refused is not None:
+        name, message, rule = refused
+        return SandboxFit(
+            status="contract_error", error=message, error_type=name, rule=rule,
+            result=SandboxResult(status="refused", message=f"static check: {message}"),
+        )
+    try:
+        job_json = json.dumps({"task": task_name, "il_config": il_config})
+    except (TypeError, ValueError) as exc:
+        raise SandboxConfigError(f"il_config must be JSON-serialisable: {exc}") from None
+    arrays = {"actions": np.asarray(demo_actions)}
+    for name, value in demo_inputs.items():
+        arrays[f"input_{name}"] = np.asarray(value)
+    for key, array in arrays.items():
+        if array.dtype.kind not in "biuf":
+            raise SandboxConfigError(f"demonstration array {key!r} is not numeric ({array.dtype})")
+
+    with tempfile.TemporaryDirectory(prefix="refine-fit-") as tmp:
+        paths = {name: Path(tmp, name) for name in ("job.json", "program.py", "demo.npz")}
+        paths["job.json"].write_text(job_json, encoding="utf-8")
+        paths["program.py"].write_text(source, encoding="utf-8")
+        np.savez(paths["demo.npz"], **arrays)
+        script = _WORKER.read_text(encoding="utf-8") + "\nmain(INPUTS_DIR, OUT_DIR)\n"
+        result = run_script(script, inputs=paths, limits=limits,
+                            allow_weak_isolation=allow_weak_isolation, preload=PRELOAD)
+    return _interpret(result)
+
+
+def _interpret(result: SandboxResult) -> SandboxFit:
+    raw = result.outputs.get("report.json")
+    if result.status != "ok" or raw is None:
+        why = result.message or f"the fit worker did not report (status {result.status})"
+        tail = result.stderr_tail.strip().splitlines()[-1:] if result.stderr_tail else []
+        return SandboxFit(status=result.status if result.status != "ok" else "error",
+                          error="; ".join([why, *tail]), result=result)
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return SandboxFit(status="error", error=f"unreadable fit report: {exc}", result=result)
+    if not payload.get("ok"):
+        status = "contract_error" if payload.get("stage") == "build" else "fit_error"
+        return SandboxFit(status=status, error=payload.get("message"),
+                          error_type=payload.get("error_type"), rule=payload.get("rule"),
+                          result=result)
+    try:
+        weights = _load_weights(result.outputs["weights.npz"])
+    except (KeyError, ValueError, OSError) as exc:
+        return SandboxFit(status="error", error=f"unreadable fitted weights: {exc}",
+                          result=result)
+    return SandboxFit(status="ok", report=payload.get("report"), weights=weights, result=result)

@@ -1,0 +1,723 @@
+"""The run database: one SQLite file per run directory, readable with `sqlite-utils` or Datasette.
+
+Why these choices:
+- WAL mode and a generous busy timeout, because the ROS rollout logger, the learner and a user's
+  `sqlite-utils` shell may hold the file at the same time.
+- Explicit `BEGIN IMMEDIATE ... COMMIT` in `transaction()`, because a round (program, fit,
+  episodes, steps) must land entirely or not at all: a killed run resumes from the last
+  committed round. Nested blocks become savepoints.
+- Steps go in through one `executemany` per batch inside one transaction; per-row inserts are
+  two orders of magnitude slower and the logger must keep up with the control loop.
+- Arrays (demonstration inputs, fitted weights) are `np.savez` blobs loaded with
+  `allow_pickle=False`, so a database file can never smuggle code into a process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from refine_core.store.schema import JSON_COLUMNS, SCHEMA_VERSION, STEP_ID_COLUMNS, TABLES
+
+DB_FILENAME = "run.db"
+
+
+class RunDatabaseError(RuntimeError):
+    """The file is not a usable run database (not SQLite, or unreadable)."""
+
+
+class SchemaVersionError(RunDatabaseError):
+    """The file was written by a newer refine_ros; opening it could corrupt it."""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def encode_arrays(arrays: Mapping[str, Any]) -> bytes:
+    """Plain numeric arrays -> an npz blob (no pickled objects can enter)."""
+    buffer = io.BytesIO()
+    clean = {}
+    for name, value in arrays.items():
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise TypeError(f"array {name!r} has dtype object; only numeric arrays are stored")
+        clean[name] = array
+    np.savez(buffer, **clean)
+    return buffer.getvalue()
+
+
+def decode_arrays(blob: bytes | None) -> dict[str, np.ndarray]:
+    if blob is None:
+        return {}
+    with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    raise TypeError(f"cannot store {type(value).__name__} as JSON")
+
+
+def to_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    # allow_nan keeps NaN metrics readable by Python; json.loads accepts them back.
+    return json.dumps(value, default=_json_default, sort_keys=False)
+
+
+def _from_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _float_or_none(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value
+
+
+def _sql_type(series: pd.Series) -> type:
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_integer_dtype(series):
+        return int
+    if pd.api.types.is_float_dtype(series) or series.isna().all():
+        # An all-missing column is numeric until shown otherwise: a TEXT column would turn
+        # the floats of later episodes into strings.
+        return float
+    return str
+
+
+def _column_values(series: pd.Series) -> list:
+    values = series.tolist()
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "biuf":
+        return values
+    # Nullable and object columns may hold pd.NA / NaT, which sqlite3 cannot bind.
+    return [None if (v is pd.NA or v is pd.NaT) else v for v in values]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class RunDatabase:
+    """A run database file. Open an existing file to append to it.
+
+    `path` may be the `.db` file or a run directory (then `run.db` inside it is used).
+    """
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        path = Path(path)
+        if path.is_dir() or (not path.suffix and not path.exists()):
+            path = path / DB_FILENAME
+        if not path.exists() and not create:
+            raise RunDatabaseError(f"no run database at {path}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._savepoints = 0
+        try:
+            conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+            self.db = sqlite_utils.Database(conn)
+            with self.db.ensure_autocommit_on():
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=OFF")
+            self._ensure_schema()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise RunDatabaseError(f"{path} is not a usable run database: {exc}") from None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.db.conn
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> RunDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ensure_schema(self) -> None:
+        meta = self.db["meta"]
+        if meta.exists():
+            row = self.conn.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone()
+            found = int(row[0]) if row else 0
+            if found > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path} has schema version {found}, newer than this refine_ros "
+                    f"understands ({SCHEMA_VERSION}); upgrade refine_ros to open it"
+                )
+            if found == SCHEMA_VERSION and self._schema_complete():
+                return  # opening needs no write lock, so readers never wait for a writer
+        with self.transaction():
+            for name, (columns, pk, indexes) in TABLES.items():
+                table = self.db[name]
+                if not table.exists():
+                    table.create(columns, pk=pk or None, if_not_exists=True)
+                else:
+                    missing = {c: t for c, t in columns.items() if c not in table.columns_dict}
+                    for column, col_type in missing.items():
+                        table.add_column(column, col_type)
+                for index in indexes:
+                    table.create_index(list(index), if_not_exists=True)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def _schema_complete(self) -> bool:
+        for name, (columns, _pk, _indexes) in TABLES.items():
+            table = self.db[name]
+            if not table.exists() or not set(columns) <= set(table.columns_dict):
+                return False
+        return True
+
+    @property
+    def schema_version(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0])
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[RunDatabase]:
+        """All writes inside commit together or not at all; nested blocks are savepoints."""
+        with self._lock:
+            if self._depth == 0:
+                if self.conn.in_transaction:  # a stray implicit transaction; finish it first
+                    self.conn.execute("COMMIT")
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._depth = 1
+                try:
+                    yield self
+                except BaseException:
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                    raise
+                else:
+                    try:
+                        self.conn.execute("COMMIT")
+                    except BaseException:
+                        if self.conn.in_transaction:
+                            self.conn.execute("ROLLBACK")
+                        raise
+                finally:
+                    self._depth = 0
+            else:
+                self._savepoints += 1
+                name = f"refine_sp_{self._savepoints}"
+                self.conn.execute(f"SAVEPOINT {name}")
+                self._depth += 1
+                try:
+                    yield self
+                except BaseException:
+                    if self.conn.in_transaction:
+                        self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                        self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                    raise
+                else:
+                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                finally:
+                    self._depth -= 1
+
+    def _insert(self, table: str, record: Mapping[str, Any]) -> int:
+        columns = list(record)
+        sql = (
+            f"INSERT INTO {_quote(table)} ({', '.join(map(_quote, columns))}) "
+            f"VALUES ({', '.join('?' for _ in columns)})"
+        )
+        with self.transaction():
+            cursor = self.conn.execute(sql, [record[c] for c in columns])
+            return int(cursor.lastrowid)
+
+    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[dict]:
+        # The lock keeps a reader thread from seeing another thread's half-written transaction
+        # on this shared connection.
+        with self._lock:
+            cursor = self.conn.execute(sql, list(params))
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    @staticmethod
+    def _decode(table: str, row: dict) -> dict:
+        for column in JSON_COLUMNS.get(table, ()):
+            if column in row:
+                row[column] = _from_json(row[column])
+        return row
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def create_run(
+        self, task: str, *, config: Mapping[str, Any] | None = None, analyst: str | None = None,
+        status: str = "created",
+    ) -> int:
+        stamp = now()
+        return self._insert("runs", {
+            "task": task, "created": stamp, "updated": stamp, "config": to_json(dict(config or {})),
+            "analyst": analyst, "status": status,
+        })
+
+    def run(self, run_id: int) -> dict | None:
+        rows = self._select("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return self._decode("runs", rows[0]) if rows else None
+
+    def runs(self) -> list[dict]:
+        return [self._decode("runs", r) for r in self._select("SELECT * FROM runs ORDER BY id")]
+
+    def latest_run(self, task: str | None = None) -> dict | None:
+        if task is None:
+            rows = self._select("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+        else:
+            rows = self._select(
+                "SELECT * FROM runs WHERE task = ? ORDER BY id DESC LIMIT 1", (task,)
+            )
+        return self._decode("runs", rows[0]) if rows else None
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        if "config" in fields:
+            fields["config"] = to_json(fields["config"])
+        fields["updated"] = now()
+        self._update("runs", "id = ?", (run_id,), fields)
+
+    def _update(self, table: str, where: str, params: Sequence[Any], fields: Mapping) -> int:
+        if not fields:
+            return 0
+        sets = ", ".join(f"{_quote(c)} = ?" for c in fields)
+        with self.transaction():
+            cursor = self.conn.execute(
+                f"UPDATE {_quote(table)} SET {sets} WHERE {where}", [*fields.values(), *params]
+            )
+            return cursor.rowcount
+
+    # -- demonstrations ----------------------------------------------------------------------
+
+    def save_demonstration(
+        self,
+        run_id: int,
+        *,
+        task: str,
+        seed: int,
+        inputs: Mapping[str, np.ndarray],
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        summary: Mapping[str, Any],
+        table: pd.DataFrame | None = None,
+    ) -> int:
+        """Store (or replace) the run's demonstration, and its step table as `kind='demo'`."""
+        arrays = {f"inputs/{name}": value for name, value in inputs.items()}
+        arrays["actions"] = np.asarray(actions)
+        arrays["rewards"] = np.asarray(rewards)
+        with self.transaction():
+            self.conn.execute("DELETE FROM demonstrations WHERE run_id = ?", (run_id,))
+            demo_id = self._insert("demonstrations", {
+                "run_id": run_id, "task": task, "seed": int(seed), "steps": int(len(actions)),
+                "return": _float_or_none(summary.get("return")),
+                "metric": _float_or_none(summary.get("metric")),
+                "success": _float_or_none(summary.get("success")),
+                "summary": to_json(dict(summary)), "arrays": encode_arrays(arrays),
+                "created": now(),
+            })
+            if table is not None:
+                self.save_episode(
+                    run_id, None, "demo", 0, seed=int(seed), summary=summary, table=table
+                )
+        return demo_id
+
+    def load_demonstration(self, run_id: int) -> dict | None:
+        """The stored demonstration: its row plus `inputs`, `actions`, `rewards` arrays."""
+        rows = self._select(
+            "SELECT * FROM demonstrations WHERE run_id = ? ORDER BY id DESC LIMIT 1", (run_id,)
+        )
+        if not rows:
+            return None
+        row = self._decode("demonstrations", rows[0])
+        arrays = decode_arrays(row.pop("arrays"))
+        row["inputs"] = {
+            key.split("/", 1)[1]: value for key, value in arrays.items() if key.startswith("inputs/")
+        }
+        row["actions"] = arrays["actions"]
+        row["rewards"] = arrays["rewards"]
+        return row
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    def save_round(
+        self,
+        run_id: int,
+        round: int,
+        *,
+        status: str = "committed",
+        program: str | None = None,
+        fit_report: Mapping[str, Any] | None = None,
+        weights: Mapping[str, np.ndarray] | None = None,
+        info_schema: Any = None,
+        metrics: Mapping[str, Any] | None = None,
+        selection_metric: float | None = None,
+        eval_metric: float | None = None,
+        diagnostics: str | None = None,
+        decision: str | None = None,
+        reasoning: str | None = None,
+        error: str | None = None,
+        timings: Mapping[str, float] | None = None,
+        next_program: str | None = None,
+    ) -> None:
+        """Insert or replace round `round` of the run (a re-run of a round overwrites it).
+        `next_program` is the revision the round decided on: what a resumed run starts from."""
+        if info_schema is not None and not isinstance(info_schema, Mapping):
+            info_schema = {
+                "weights": list(getattr(info_schema, "weights", ())),
+                "latents": list(getattr(info_schema, "latents", ())),
+                "warnings": list(getattr(info_schema, "warnings", ())),
+            }
+        stamp = now()
+        record = {
+            "run_id": run_id, "round": int(round), "status": status, "program": program,
+            "fit_report": to_json(fit_report), "weights": None if weights is None else
+            encode_arrays(weights), "info_schema": to_json(info_schema),
+            "metrics": to_json(metrics), "selection_metric": _float_or_none(selection_metric),
+            "eval_metric": _float_or_none(eval_metric), "diagnostics": diagnostics,
+            "decision": decision, "reasoning": reasoning, "error": error,
+            "timings": to_json(timings), "next_program": next_program,
+            "created": stamp, "updated": stamp,
+        }
+        with self.transaction():
+            old = self._select(
+                "SELECT created FROM rounds WHERE run_id = ? AND round = ?", (run_id, round)
+            )
+            if old:
+                record["created"] = old[0]["created"]
+                self.conn.execute(
+                    "DELETE FROM rounds WHERE run_id = ? AND round = ?", (run_id, round)
+                )
+            self._insert("rounds", record)
+
+    def update_round(self, run_id: int, round: int, **fields: Any) -> None:
+        """Change some fields of an existing round (e.g. add eval metrics after `refine eval`)."""
+        for column in JSON_COLUMNS["rounds"]:
+            if column in fields:
+                fields[column] = to_json(fields[column])
+        if "weights" in fields and fields["weights"] is not None:
+            fields["weights"] = encode_arrays(fields["weights"])
+        fields["updated"] = now()
+        if self._update("rounds", "run_id = ? AND round = ?", (run_id, round), fields) == 0:
+            raise KeyError(f"run {run_id} has no round {round}")
+
+    def rounds(self, run_id: int, *, status: str | None = None) -> list[dict]:
+        """Rounds in order, without the weights blob (see `round_weights`)."""
+        sql = "SELECT * FROM rounds WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        rows = self._select(sql + " ORDER BY round", params)
+        for row in rows:
+            row["has_weights"] = row.pop("weights") is not None
+        return [self._decode("rounds", r) for r in rows]
+
+    def round(self, run_id: int, round: int) -> dict | None:
+        """One round with its weights decoded into numpy arrays."""
+        rows = self._select(
+            "SELECT * FROM rounds WHERE run_id = ? AND round = ?", (run_id, round)
+        )
+        if not rows:
+            return None
+        row = self._decode("rounds", rows[0])
+        row["weights"] = decode_arrays(row["weights"])
+        return row
+
+    def round_weights(self, run_id: int, round: int) -> dict[str, np.ndarray]:
+        row = self.conn.execute(
+            "SELECT weights FROM rounds WHERE run_id = ? AND round = ?", (run_id, round)
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"run {run_id} has no round {round}")
+        return decode_arrays(row[0])
+
+    def last_round(self, run_id: int) -> int | None:
+        row = self.conn.execute(
+            "SELECT MAX(round) FROM rounds WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def last_committed_round(self, run_id: int) -> int | None:
+        row = self.conn.execute(
+            "SELECT MAX(round) FROM rounds WHERE run_id = ? AND status = 'committed'", (run_id,)
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def best_round(self, run_id: int, *, higher_is_better: bool) -> int | None:
+        """The committed round with the best selection metric, else the best eval metric, else
+        the last committed round (NaN never wins)."""
+        order = "DESC" if higher_is_better else "ASC"
+        for column in ("selection_metric", "eval_metric"):
+            row = self.conn.execute(
+                f"SELECT round FROM rounds WHERE run_id = ? AND status = 'committed' "
+                f"AND {column} IS NOT NULL ORDER BY {column} {order}, round LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+        return self.last_committed_round(run_id)
+
+    # -- episodes and steps ------------------------------------------------------------------
+
+    @staticmethod
+    def _episode_record(summary: Mapping[str, Any]) -> dict:
+        return {
+            "return": _float_or_none(summary.get("return")),
+            "metric": _float_or_none(summary.get("metric")),
+            "success": _float_or_none(summary.get("success")),
+            "summary": to_json(dict(summary)),
+        }
+
+    def _delete_episode(self, run_id: int, round: int | None, kind: str, episode: int) -> None:
+        key = (run_id, round, kind, episode)
+        where = "run_id = ? AND round IS ? AND kind = ? AND episode = ?"
+        self.conn.execute(f"DELETE FROM episodes WHERE {where}", key)
+        self.conn.execute(f"DELETE FROM steps WHERE {where}", key)
+
+    def save_episode(
+        self,
+        run_id: int,
+        round: int | None,
+        kind: str,
+        episode: int,
+        *,
+        seed: int | None,
+        summary: Mapping[str, Any],
+        table: pd.DataFrame | None = None,
+        complete: bool = True,
+        error: str | None = None,
+        label: str | None = None,
+    ) -> int:
+        """Store one finished episode (and its steps), replacing an earlier copy of it."""
+        with self.transaction():
+            self._delete_episode(run_id, round, kind, episode)
+            steps = int(summary.get("steps", 0 if table is None else len(table)))
+            record = {
+                "run_id": run_id, "round": round, "kind": kind, "episode": int(episode),
+                "seed": None if seed is None else int(seed), "steps": steps,
+                "complete": int(bool(complete)), "label": label, "error": error,
+                "columns": None if table is None else to_json(list(table.columns)),
+                "created": now(), **self._episode_record(summary),
+            }
+            episode_id = self._insert("episodes", record)
+            if table is not None and len(table):
+                self.insert_steps(
+                    table, run_id=run_id, round=round, kind=kind, episode=episode, seed=seed
+                )
+        return episode_id
+
+    def begin_episode(
+        self, run_id: int, round: int | None, kind: str, episode: int, *, seed: int | None = None
+    ) -> int:
+        """Open an episode whose steps arrive in batches (the ROS logger); `complete` stays NULL
+        until `end_episode`, so a crash leaves it recognisably unfinished."""
+        with self.transaction():
+            self._delete_episode(run_id, round, kind, episode)
+            return self._insert("episodes", {
+                "run_id": run_id, "round": round, "kind": kind, "episode": int(episode),
+                "seed": seed, "steps": 0, "complete": None, "created": now(),
+            })
+
+    def end_episode(
+        self, run_id: int, round: int | None, kind: str, episode: int, *,
+        summary: Mapping[str, Any], complete: bool = True, error: str | None = None,
+    ) -> None:
+        with self.transaction():
+            count = self.conn.execute(
+                "SELECT COUNT(*) FROM steps WHERE run_id = ? AND round IS ? AND kind = ? "
+                "AND episode = ?", (run_id, round, kind, episode),
+            ).fetchone()[0]
+            fields = {"complete": int(bool(complete)), "error": error, "steps": int(count),
+                      **self._episode_record(summary)}
+            self._update(
+                "episodes", "run_id = ? AND round IS ? AND kind = ? AND episode = ?",
+                (run_id, round, kind, episode), fields,
+            )
+
+    def mark_incomplete_episodes(self, run_id: int | None = None) -> int:
+        """Flag episodes that were begun but never ended (complete=0); returns how many."""
+        where = "complete IS NULL" + ("" if run_id is None else " AND run_id = ?")
+        params = () if run_id is None else (run_id,)
+        with self.transaction():
+            return self._update("episodes", where, params, {"complete": 0})
+
+    def set_episode_label(
+        self, run_id: int, round: int | None, kind: str, episode: int, label: str | None
+    ) -> None:
+        """Record an operator's success/failure verdict on a (real-robot) episode."""
+        if label not in (None, "success", "failure"):
+            raise ValueError(f"label must be 'success', 'failure' or None, got {label!r}")
+        changed = self._update(
+            "episodes", "run_id = ? AND round IS ? AND kind = ? AND episode = ?",
+            (run_id, round, kind, episode), {"label": label},
+        )
+        if changed == 0:
+            raise KeyError(f"no episode {episode} of kind {kind!r} in round {round}")
+
+    def episodes(
+        self, run_id: int, round: int | None = None, kind: str | None = None
+    ) -> pd.DataFrame:
+        sql, params = self._filter("SELECT * FROM episodes", run_id, round, kind, None)
+        rows = [self._decode("episodes", r) for r in self._select(sql + " ORDER BY id", params)]
+        columns = list(TABLES["episodes"][0])
+        return pd.DataFrame(rows, columns=columns)
+
+    @staticmethod
+    def _filter(
+        sql: str, run_id: int, round: int | None, kind: str | None, episode: int | None
+    ) -> tuple[str, list[Any]]:
+        clauses, params = ["run_id = ?"], [run_id]
+        for column, value in (("round", round), ("kind", kind), ("episode", episode)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        return f"{sql} WHERE {' AND '.join(clauses)}", params
+
+    def _ensure_step_columns(self, frame: pd.DataFrame) -> None:
+        table = self.db["steps"]
+        existing = table.columns_dict
+        for column in frame.columns:
+            if column not in existing:
+                table.add_column(column, _sql_type(frame[column]))
+
+    def insert_steps(
+        self, rows: pd.DataFrame | Iterable[Mapping[str, Any]], **ids: Any
+    ) -> int:
+        """Append step rows; `ids` (run_id, round, kind, episode, seed) fill or override the id
+        columns. New columns are added to the table as they appear. Returns the row count."""
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(list(rows))
+        if len(frame) == 0:
+            return 0
+        frame = frame.copy(deep=False)
+        for column, value in ids.items():
+            if column not in STEP_ID_COLUMNS:
+                raise ValueError(f"unknown step id column {column!r}")
+            frame[column] = value
+        if "run_id" not in frame.columns:
+            raise ValueError("step rows need a run_id")
+        columns = list(frame.columns)
+        # tolist() turns numpy scalars into Python ones, which sqlite3 binds natively.
+        data = zip(*(_column_values(frame[c]) for c in columns), strict=True)
+        sql = (
+            f"INSERT INTO steps ({', '.join(map(_quote, columns))}) "
+            f"VALUES ({', '.join('?' for _ in columns)})"
+        )
+        with self.transaction():
+            self._ensure_step_columns(frame)
+            self.conn.executemany(sql, data)
+        return len(frame)
+
+    def load_steps(
+        self,
+        run_id: int,
+        round: int | None = None,
+        kind: str | None = None,
+        episode: int | None = None,
+    ) -> pd.DataFrame:
+        """Step rows in insertion order, with only the columns those episodes logged (other
+        programs' latent columns are left out); float columns come back as float64 with NaN."""
+        sql, params = self._filter("SELECT * FROM steps", run_id, round, kind, episode)
+        with self._lock:
+            frame = pd.read_sql_query(sql + " ORDER BY rowid", self.conn, params=params)
+            types = self.db["steps"].columns_dict
+            wanted = self._logged_columns(run_id, round, kind, episode)
+        if wanted is None:
+            ids = [c for c in frame.columns if c in STEP_ID_COLUMNS]
+            rest = [c for c in frame.columns if c not in STEP_ID_COLUMNS and frame[c].notna().any()]
+            wanted = ids + rest
+        frame = frame.reindex(columns=wanted)
+        for column in frame.columns:
+            if types.get(column) is float:
+                frame[column] = frame[column].astype("float64")
+            elif types.get(column) is int and not frame[column].isna().any() and len(frame):
+                frame[column] = frame[column].astype("int64")
+        return frame
+
+    def _logged_columns(
+        self, run_id: int, round: int | None, kind: str | None, episode: int | None
+    ) -> list[str] | None:
+        sql, params = self._filter("SELECT columns FROM episodes", run_id, round, kind, episode)
+        rows = self.conn.execute(sql + " ORDER BY id", params).fetchall()
+        if not rows or any(r[0] is None for r in rows):
+            return None
+        merged: dict[str, None] = dict.fromkeys(STEP_ID_COLUMNS)
+        for (text,) in rows:
+            merged.update(dict.fromkeys(json.loads(text)))
+        return list(merged)
+
+    # -- analyst, sandbox and event records --------------------------------------------------
+
+    def log_llm_call(
+        self, run_id: int, round: int | None, *, role: str, model: str | None, prompt: str,
+        response: str | None, tokens_in: int | None = None, tokens_out: int | None = None,
+        latency_s: float | None = None, error: str | None = None, attempt: int = 1,
+    ) -> int:
+        return self._insert("llm_calls", {
+            "run_id": run_id, "round": round, "role": role, "model": model, "prompt": prompt,
+            "response": response, "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "latency_s": latency_s, "error": error, "attempt": attempt, "created": now(),
+        })
+
+    def llm_calls(self, run_id: int, round: int | None = None) -> list[dict]:
+        sql, params = self._filter("SELECT * FROM llm_calls", run_id, round, None, None)
+        return self._select(sql + " ORDER BY id", params)
+
+    def log_analysis(
+        self, run_id: int, round: int | None, *, iteration: int, code: str,
+        stdout: str | None, stderr_tail: str | None, status: str, isolation: str | None,
+        duration_s: float | None,
+    ) -> int:
+        return self._insert("analyses", {
+            "run_id": run_id, "round": round, "iteration": iteration, "code": code,
+            "stdout": stdout, "stderr_tail": stderr_tail, "status": status,
+            "isolation": isolation, "duration_s": duration_s, "created": now(),
+        })
+
+    def analyses(self, run_id: int, round: int | None = None) -> list[dict]:
+        sql, params = self._filter("SELECT * FROM analyses", run_id, round, None, None)
+        return self._select(sql + " ORDER BY id", params)
+
+    def log_event(
+        self, run_id: int | None, round: int | None, kind: str, message: str = "",
+        data: Mapping[str, Any] | None = None,
+    ) -> int:
+        return self._insert("events", {
+            "run_id": run_id, "round": round, "kind": kind, "message": message,
+            "data": to_json(None if data is None else dict(data)), "created": now(),
+        })
+
+    def events(self, run_id: int, round: int | None = None, kind: str | None = None) -> list[dict]:
+        sql, params = self._filter("SELECT * FROM events", run_id, round, kind, None)
+        return [self._decode("events", r) for r in self._select(sql + " ORDER BY id", params)]
+

@@ -1,0 +1,95 @@
+"""The run database's tables, in one place, so the schema can be read (and versioned) at a glance.
+
+Fixed tables are created up front with explicit column types so that `sqlite-utils` and
+Datasette show meaningful types. `steps` starts with its id columns only: its semantic columns
+depend on the task and on each program's info keys, so they are added as they first appear.
+Bump `SCHEMA_VERSION` (and add a migration in `db.py`) whenever a fixed table changes shape.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# table -> (columns {name: type}, primary key, indexes)
+TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
+    "meta": ({"key": str, "value": str}, "key", ()),
+    "runs": (
+        {
+            "id": int, "task": str, "created": str, "updated": str, "config": str,
+            "analyst": str, "status": str, "best_round": int, "stop_reason": str,
+        },
+        "id",
+        (),
+    ),
+    "demonstrations": (
+        {
+            "id": int, "run_id": int, "task": str, "seed": int, "steps": int, "return": float,
+            "metric": float, "success": float, "summary": str, "arrays": bytes, "created": str,
+        },
+        "id",
+        (("run_id",),),
+    ),
+    "rounds": (
+        {
+            "run_id": int, "round": int, "status": str, "program": str, "fit_report": str,
+            "weights": bytes, "info_schema": str, "metrics": str, "selection_metric": float,
+            "eval_metric": float, "diagnostics": str, "decision": str, "reasoning": str,
+            "error": str, "timings": str, "next_program": str, "created": str, "updated": str,
+        },
+        ("run_id", "round"),
+        (),
+    ),
+    "episodes": (
+        {
+            "id": int, "run_id": int, "round": int, "kind": str, "episode": int, "seed": int,
+            "return": float, "metric": float, "success": float, "steps": int, "complete": int,
+            "label": str, "error": str, "summary": str, "columns": str, "created": str,
+        },
+        "id",
+        (("run_id", "round", "kind", "episode"),),
+    ),
+    "steps": (
+        {"run_id": int, "round": int, "kind": str, "episode": int, "seed": int, "step": int},
+        (),
+        (("run_id", "round", "kind", "episode"),),
+    ),
+    "llm_calls": (
+        {
+            "id": int, "run_id": int, "round": int, "role": str, "model": str, "prompt": str,
+            "response": str, "tokens_in": int, "tokens_out": int, "latency_s": float,
+            "error": str, "attempt": int, "created": str,
+        },
+        "id",
+        (("run_id", "round"),),
+    ),
+    "analyses": (
+        {
+            "id": int, "run_id": int, "round": int, "iteration": int, "code": str,
+            "stdout": str, "stderr_tail": str, "status": str, "isolation": str,
+            "duration_s": float, "created": str,
+        },
+        "id",
+        (("run_id", "round"),),
+    ),
+    "events": (
+        {
+            "id": int, "run_id": int, "round": int, "kind": str, "message": str, "data": str,
+            "created": str,
+        },
+        "id",
+        (("run_id", "round"),),
+    ),
+}
+
+# Columns holding JSON text, decoded by the readers.
+JSON_COLUMNS = {
+    "runs": ("config",),
+    "demonstrations": ("summary",),
+    "rounds": ("fit_report", "info_schema", "metrics", "timings"),
+    "episodes": ("summary", "columns"),
+    "events": ("data",),
+}
+
+ROUND_STATUSES = ("committed", "failed", "running")
+EPISODE_KINDS = ("diagnostic", "selection", "eval", "demo", "rl")
+STEP_ID_COLUMNS = ("run_id", "round", "kind", "episode", "seed", "step")

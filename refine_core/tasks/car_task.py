@@ -1,0 +1,121 @@
+"""The car-racing `Task`: spec text for program authors, env factory, expert, summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from refine_core.tasks.base import Expert, Task
+from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
+
+ENV_ID = "refine/CarRacingSemantic-v0"
+EPISODE_STEPS = 1000
+
+_TILE_COLUMNS = tuple(f"tile{i}_{f}" for i in range(12) for f in ("x", "y", "theta", "border"))
+_INDICATOR_COLUMNS = (
+    "speed",
+    "heading",
+    "angular_velocity",
+    "wheel_fl",
+    "wheel_fr",
+    "wheel_rl",
+    "wheel_rr",
+)
+
+DESCRIPTION = """\
+Drive a rear-wheel-drive race car (Gymnasium CarRacing's Box2D physics) around a randomly
+generated closed track as fast as possible. The track is split into about 300 short tiles;
+each tile touched for the first time earns 1000 / (number of tiles) reward, and every step
+costs 0.1, so the return is about 1000 - 0.1 * steps for a full lap and less for skipped
+tiles. The episode ends when the lap is complete, when the car leaves the playfield (-100)
+or after 1000 steps (50 steps per second).
+Observation, in track units where the track is 0.4 wide (half-width 0.2) and one tile is
+about 0.105 long; the car body is about 0.15 long (about 1.4 tiles):
+- tiles: the 12 tiles ahead of the car in driving order, nearest first. Per tile, measured in
+  that tile's own frame: x = lateral position of the car relative to the tile centre,
+  positive when the car is LEFT of the centre (|x| > 0.2 means the car is on grass, where
+  it is slow and earns nothing); y = longitudinal position of the car relative to the tile
+  centre along the driving direction (negative while the tile centre is still ahead, so it
+  grows more negative for further tiles); theta = heading of the tile minus heading of the
+  car, in radians wrapped to [-pi, pi], positive when the road turns LEFT relative to where
+  the car points; border = 1 on tiles with a red-white curb, which the track puts on sharp
+  corners, else 0.
+- indicators: speed / 100 (about 1 at top speed; not clipped); absolute heading / pi in
+  [-1, 1]; yaw rate in rad/s (positive turning left); the four wheel angular speeds in rad/s
+  (front-left, front-right, rear-left, rear-right), which exceed speed / 0.54 when wheels spin.
+Physics hints: the steering wheel turns at a finite rate; full gas while steering makes the
+driven rear wheels slip and the car spin; brake 0.9 or more locks the wheels.
+"""
+
+
+def make_spec() -> TaskSpec:
+    return TaskSpec(
+        name="car_racing",
+        env_id=ENV_ID,
+        description=DESCRIPTION,
+        policy_class="RacecarPolicy",
+        inputs=(
+            InputSpec(
+                "tiles",
+                (12, 4),
+                _TILE_COLUMNS,
+                "12 tiles ahead, nearest first; per tile (x, y, theta, border).",
+            ),
+            InputSpec(
+                "indicators",
+                (7,),
+                _INDICATOR_COLUMNS,
+                "(speed/100, heading/pi, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr).",
+            ),
+        ),
+        actions=(
+            ActionSpec("steer", -1.0, 1.0, "steering target; negative steers left, positive right"),
+            ActionSpec("gas", 0.0, 1.0, "throttle on the rear wheels"),
+            ActionSpec("brake", 0.0, 1.0, "brake on all wheels; >= 0.9 locks them"),
+        ),
+        metric=MetricSpec("return", True, "episode return (sum of rewards), higher is better"),
+        episode_steps=EPISODE_STEPS,
+    )
+
+
+class CarRacingTask(Task):
+    def __init__(self) -> None:
+        self.spec = make_spec()
+
+    def make_env(self, render_mode: str | None = None) -> gym.Env:
+        return gym.make(ENV_ID, render_mode=render_mode)
+
+    def expert(self, env: gym.Env) -> Expert:
+        from refine_core.tasks.car_expert import CarExpert
+
+        return CarExpert(env)
+
+    def split_observation(self, obs: Any) -> dict[str, np.ndarray]:
+        if not isinstance(obs, dict) or "tiles" not in obs or "indicators" not in obs:
+            raise ValueError("car_racing observation must be a dict with 'tiles' and 'indicators'")
+        tiles = np.asarray(obs["tiles"], dtype=np.float32)
+        ind = np.asarray(obs["indicators"], dtype=np.float32)
+        if tiles.shape != (12, 4) or ind.shape != (7,):
+            raise ValueError(
+                f"car_racing observation shapes {tiles.shape}, {ind.shape}; want (12, 4), (7,)"
+            )
+        return {"tiles": tiles, "indicators": ind}
+
+    def episode_summary(
+        self, observations: Sequence[Any], rewards: Sequence[float], infos: Sequence[dict]
+    ) -> dict[str, float]:
+        ret = float(np.sum(np.asarray(rewards, dtype=np.float64)))
+        last = infos[-1] if infos else {}
+        visited = float(last.get("tiles_visited", 0))
+        total = float(last.get("track_tiles", 0)) or float("nan")
+        lap = any(bool(i.get("lap_finished", False)) for i in infos)
+        return {
+            "return": ret,
+            "metric": ret,
+            "success": 1.0 if lap else 0.0,
+            "steps": float(len(rewards)),
+            "tile_fraction": visited / total,
+        }

@@ -1,0 +1,105 @@
+"""The door-opening `Task`: spec text for program authors, env factory, expert, summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from refine_core.tasks.base import Expert, Task
+from refine_core.tasks.door_open import EPISODE_STEPS, DoorExpert, min_handle_target_distance
+from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
+
+ENV_ID = "refine/DoorOpen-v0"
+
+_FIRST = (
+    "gripper_x",
+    "gripper_y",
+    "gripper_z",
+    "gripper_open",
+    "handle_x",
+    "handle_y",
+    "handle_z",
+    # Meta-World fills 7-10 from SciPy's Rotation.as_quat(): scalar-last order
+    "door_qx",
+    "door_qy",
+    "door_qz",
+    "door_qw",
+    *(f"unused_{i}" for i in range(11, 18)),
+)
+_COLUMNS = (*_FIRST, *(f"prev_{c}" for c in _FIRST), "target_x", "target_y", "target_z")
+
+DESCRIPTION = """\
+A Sawyer robot arm (Meta-World door-open-v3, MuJoCo) must pull a door open by its handle.
+The door hinges on a vertical axis; its position on the table changes with the episode
+seed. Success is when the handle's x coordinate is within 0.08 m of the target's x. The
+target (a point the handle should reach when the door is open, to the left of and in front
+of the closed handle) is part of the observation.
+Observation `features` (39,), metres in the world frame (x to the robot's right, y away
+from the robot base towards the door, z up): gripper (tool centre) xyz (0-2); gripper
+opening (3), 1 = fully open, 0 = closed; door handle xyz (4-6); handle orientation
+quaternion (7-10, order qx, qy, qz, qw); zeros (11-17); the same 18 values one step earlier
+(18-35), so differences give velocities; target xyz (36-38).
+Actions: dx, dy, dz in [-1, 1] move the gripper by up to 1 cm per step along each axis;
+gripper in [0, 1], 1 = open, 0 = closed. A good strategy: move above the handle, drop down
+beside it, then push/pull it towards the target with the gripper closed.
+Episodes last 500 steps and do not end on success.
+"""
+
+
+def make_spec() -> TaskSpec:
+    return TaskSpec(
+        name="door_open",
+        env_id=ENV_ID,
+        description=DESCRIPTION,
+        policy_class="OpenDoorPolicy",
+        inputs=(
+            InputSpec(
+                "features",
+                (39,),
+                _COLUMNS,
+                "Meta-World door-open observation with the target visible (see columns).",
+            ),
+        ),
+        actions=(
+            ActionSpec("dx", -1.0, 1.0, "gripper motion along x (about 1 cm per step at 1)"),
+            ActionSpec("dy", -1.0, 1.0, "gripper motion along y"),
+            ActionSpec("dz", -1.0, 1.0, "gripper motion along z"),
+            ActionSpec("gripper", 0.0, 1.0, "gripper command: 1 open, 0 closed"),
+        ),
+        metric=MetricSpec(
+            "min_handle_target_distance",
+            False,
+            "minimum over the episode of the distance (m) between handle (4-6) and target (36-38)",
+        ),
+        episode_steps=EPISODE_STEPS,
+    )
+
+
+class DoorOpenTask(Task):
+    def __init__(self) -> None:
+        self.spec = make_spec()
+
+    def make_env(self, render_mode: str | None = None) -> gym.Env:
+        return gym.make(ENV_ID, render_mode=render_mode)
+
+    def expert(self, env: gym.Env) -> Expert:
+        return DoorExpert(env)
+
+    def split_observation(self, obs: Any) -> dict[str, np.ndarray]:
+        f = np.asarray(obs, dtype=np.float32)
+        if f.shape != (39,):
+            raise ValueError(f"door_open observation has shape {f.shape}; want (39,)")
+        return {"features": f}
+
+    def episode_summary(
+        self, observations: Sequence[Any], rewards: Sequence[float], infos: Sequence[dict]
+    ) -> dict[str, float]:
+        return {
+            "return": float(np.sum(np.asarray(rewards, dtype=np.float64))),
+            "metric": min_handle_target_distance(observations),
+            "success": 1.0 if any(float(i.get("success", 0.0)) > 0 for i in infos) else 0.0,
+            "steps": float(len(rewards)),
+        }

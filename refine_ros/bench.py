@@ -1,0 +1,268 @@
+"""ROS benchmarks: how fast the rollout logger can log without losing a row.
+
+The publisher and the logger run as separate processes, as under `ros2 launch`, so the figure
+includes real DDS transport on loopback and the logger's own process (its GIL, its disk).
+A trial at rate R publishes one episode of R * seconds steps on every step stream (the
+door task's 39 observation columns, a policy step, the action, the reward), then counts the
+rows in the database and the gap events the logger recorded. A rate is lossless when every
+row is there, complete, with no gap.
+
+`python -m refine_ros.bench logger` prints the JSON; `refine bench` merges `bench_logger()`.
+`python -m refine_ros.bench publish ...` is the publisher process itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+TASK = "door_open"
+LATENTS = ("latent_reach_error", "latent_grasp", "weight_gain")
+
+
+def ros_env(domain: int | None = None) -> dict[str, str]:
+    """Environment for child processes: loopback-only DDS on a domain of their own."""
+    env = dict(os.environ)
+    if domain is not None:
+        env["ROS_DOMAIN_ID"] = str(domain)
+    else:
+        env.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    return env
+
+
+# -- the publisher process -----------------------------------------------------------------------
+def publish_steps(
+    rate_hz: float,
+    steps: int,
+    *,
+    episode: int = 0,
+    round: int = 0,
+    kind: str = "diagnostic",
+    seed: int = 200,
+    skip: Sequence[int] = (),
+    end: bool = True,
+    match_timeout: float = 20.0,
+) -> dict[str, float]:
+    """Publish one synthetic episode on every step stream at `rate_hz` (paced by the clock,
+    with a dedicated executor so publishing never waits on callbacks). Steps in `skip` are
+    left out of every stream. Returns the achieved rate."""
+    import rclpy
+    from rclpy.duration import Duration
+    from std_msgs.msg import Float64MultiArray, String
+
+    from refine_core.tasks import get_task
+    from refine_ros import qos
+    from refine_ros.messages import pack_json, pack_vector
+
+    spec = get_task(TASK).spec
+    obs_cols = list(spec.observation_columns)
+    policy_cols = [f"mean_{a}" for a in spec.action_names] + [
+        f"act_{a}" for a in spec.action_names
+    ] + list(LATENTS)
+    rclpy.init()
+    node = rclpy.create_node("bench_step_publisher")
+    try:
+        pubs = {
+            "observation": node.create_publisher(Float64MultiArray, "refine/observation", qos.STATE),
+            "policy_step": node.create_publisher(Float64MultiArray, "refine/policy_step", qos.STATE),
+            "action": node.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND),
+            "reward": node.create_publisher(Float64MultiArray, "refine/reward", qos.LOG),
+        }
+        latched = {
+            name: node.create_publisher(String, name, qos.LATCHED)
+            for name in ("refine/observation_columns", "refine/policy_step_columns",
+                         "refine/episode_events")
+        }
+        deadline = time.monotonic() + match_timeout
+        while any(p.get_subscription_count() == 0 for p in [*pubs.values(), *latched.values()]):
+            if time.monotonic() > deadline:
+                raise TimeoutError("no logger subscribed to the step topics")
+            time.sleep(0.05)
+        latched["refine/observation_columns"].publish(pack_json(obs_cols))
+        latched["refine/policy_step_columns"].publish(pack_json(policy_cols))
+        latched["refine/episode_events"].publish(pack_json(
+            {"event": "start", "episode": episode, "round": round, "kind": kind, "seed": seed}
+        ))
+        time.sleep(0.3)  # let the latched context land before the first step
+        skipped = set(skip)
+        period = 1.0 / rate_hz
+        start = time.monotonic()
+        obs = [0.0] * len(obs_cols)
+        for t in range(steps):
+            target = start + t * period
+            delay = target - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            if t in skipped:
+                continue
+            obs[0] = float(t)
+            obs[1] = t * 0.001
+            pubs["observation"].publish(pack_vector(episode, t, obs))
+            pubs["policy_step"].publish(pack_vector(episode, t, [0.1 * (i + 1) for i in range(len(policy_cols))]))
+            pubs["action"].publish(pack_vector(episode, t, [0.5, -0.5, 0.0, 1.0]))
+            done = 1.0 if (end and t == steps - 1) else 0.0
+            pubs["reward"].publish(pack_vector(episode, t, [0.01, done, 0.0]))
+        elapsed = time.monotonic() - start
+        if end:
+            obs[0], obs[1] = float(steps), steps * 0.001
+            pubs["observation"].publish(pack_vector(episode, steps, obs))  # terminal observation
+            latched["refine/episode_events"].publish(pack_json(
+                {"event": "end", "episode": episode, "metric": 0.5, "source": "bench"}
+            ))
+        for pub in [*pubs.values(), *latched.values()]:
+            pub.wait_for_all_acked(Duration(seconds=10.0))
+        return {"achieved_hz": steps / elapsed if elapsed > 0 else float("inf"), "seconds": elapsed}
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+# -- the logger process --------------------------------------------------------------------------
+def start_logger(run_dir: Path, env: dict[str, str], *, task: str = TASK, extra: Iterable[str] = ()) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "refine_ros.nodes.rollout_logger", "--ros-args",
+           "-p", f"run_dir:={run_dir}", "-p", f"task:={task}", *extra]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 20.0) -> str:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out or ""
+
+
+def wait_for(predicate, timeout: float, period: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(period)
+    return bool(predicate())
+
+
+def run_publisher(rate_hz: float, steps: int, env: dict[str, str], *, skip: Sequence[int] = (),
+                  episode: int = 0, end: bool = True, timeout: float = 300.0) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "refine_ros.bench", "publish", "--rate", str(rate_hz),
+           "--steps", str(steps), "--episode", str(episode)]
+    if skip:
+        cmd += ["--skip", ",".join(map(str, skip))]
+    if not end:
+        cmd.append("--no-end")
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"publisher failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class TrialResult:
+    rate_hz: float
+    achieved_hz: float
+    expected_rows: int
+    rows: int
+    gap_events: int
+    complete: bool
+
+    @property
+    def lossless(self) -> bool:
+        return self.rows == self.expected_rows and self.gap_events == 0 and self.complete
+
+
+def count_logged(run_dir: Path, episode: int = 0) -> tuple[int, int, bool]:
+    """(rows of the episode, gap events, episode complete) as the database holds them now."""
+    import sqlite3
+
+    path = run_dir / "run.db"
+    if not path.exists():
+        return 0, 0, False
+    conn = sqlite3.connect(str(path), timeout=30.0)
+    try:
+        try:
+            rows = conn.execute("SELECT COUNT(*) FROM steps WHERE episode = ?", (episode,)).fetchone()[0]
+            gaps = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'gap'").fetchone()[0]
+            done = conn.execute(
+                "SELECT complete FROM episodes WHERE episode = ? ORDER BY id DESC LIMIT 1", (episode,)
+            ).fetchone()
+        except sqlite3.OperationalError:  # tables not created yet
+            return 0, 0, False
+        return int(rows), int(gaps), bool(done and done[0] == 1)
+    finally:
+        conn.close()
+
+
+def logger_trial(rate_hz: float, seconds: float, workdir: Path, env: dict[str, str]) -> TrialResult:
+    run_dir = workdir / f"rate_{int(rate_hz)}"
+    steps = max(1, int(round(rate_hz * seconds)))
+    logger = start_logger(run_dir, env)
+    try:
+        published = run_publisher(rate_hz, steps, env)
+        wait_for(lambda: count_logged(run_dir)[2], timeout=30.0)
+    finally:
+        stop_process(logger)
+    rows, gaps, complete = count_logged(run_dir)
+    return TrialResult(rate_hz, round(published["achieved_hz"], 1), steps, rows, gaps, complete)
+
+
+def bench_logger(rates: Sequence[float] = (200, 500, 1000, 2000), seconds: float = 3.0,
+                 progress: bool = True) -> dict[str, object]:
+    """`logger_max_lossless_hz`: the highest rate of `rates` (tried in increasing order, stopping
+    at the first loss) at which every step reached the database with no gap; 0 if none."""
+    from tqdm import tqdm
+
+    env = ros_env()
+    trials: list[TrialResult] = []
+    best = 0.0
+    with tempfile.TemporaryDirectory(prefix="refine_bench_logger_") as tmp:
+        for rate in tqdm(sorted(rates), desc="logger rates", disable=not progress, unit="rate"):
+            trial = logger_trial(float(rate), seconds, Path(tmp), env)
+            trials.append(trial)
+            if not trial.lossless:
+                break
+            best = float(rate)
+    return {
+        "logger_max_lossless_hz": best,
+        "logger_trials": [asdict(t) | {"lossless": t.lossless} for t in trials],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m refine_ros.bench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    pub = sub.add_parser("publish", help="publish one synthetic episode (the benchmark's publisher)")
+    pub.add_argument("--rate", type=float, required=True)
+    pub.add_argument("--steps", type=int, required=True)
+    pub.add_argument("--episode", type=int, default=0)
+    pub.add_argument("--skip", default="", help="comma-separated steps to leave out")
+    pub.add_argument("--no-end", action="store_true", help="do not end the episode")
+    log = sub.add_parser("logger", help="measure logger_max_lossless_hz")
+    log.add_argument("--rates", default="200,500,1000,2000")
+    log.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    if args.command == "publish":
+        skip = [int(s) for s in args.skip.split(",") if s.strip()]
+        result = publish_steps(args.rate, args.steps, episode=args.episode, skip=skip, end=not args.no_end)
+        print(json.dumps(result))
+        return 0
+    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    print(json.dumps(bench_logger(rates, args.seconds), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

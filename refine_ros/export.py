@@ -1,0 +1,250 @@
+"""`refine export`: a round's logged rollouts as ROS 2 messages in an MCAP file.
+
+Why it is built this way:
+- The file holds the topics the live graph publishes, with the same types and counted-vector
+  layout (`refine/observation`, `refine/action`, `refine/policy_step`, `refine/reward`,
+  `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
+  RViz as if the robot were running; for the door task the gripper, handle and target also go
+  out as `geometry_msgs/PoseStamped`, which Foxglove and RViz draw without any plugin.
+- Messages are written as plain dicts through `mcap_ros2.writer.Writer`, with message
+  definitions assembled from the installed `.msg` files, so exporting needs neither rclpy nor
+  a sourced ROS install, only the message packages' share directories (PyPI wheels install
+  them under `<venv>/share`).
+- Time stamps come from the step index and the task's control period (episodes follow one
+  another with a one-second pause), so replay runs at the simulator's speed and the file is a
+  pure function of the database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from refine_core.store.db import RunDatabase, RunDatabaseError
+from refine_core.tasks.registry import get_task
+
+CONTROL_PERIOD_S = {"door_open": 0.0125, "car_racing": 0.02}
+"""Meta-World steps 5 x 2.5 ms of MuJoCo per action; CarRacing runs at 50 frames per second."""
+EPISODE_PAUSE_S = 1.0
+START_NS = 1_000_000_000  # replay clocks start at t = 1 s, not at the UNIX epoch
+FRAME = "world"
+PRIMITIVES = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+              "uint32", "int64", "uint64", "string", "wstring"}
+DOOR_POSES = {"refine/gripper_pose": "gripper", "refine/handle_pose": "handle", "refine/target_pose": "target"}
+
+
+class ExportError(ValueError):
+    """The export cannot be written: no database, no such round, nothing logged, or the message
+    definitions are not installed. The message says what to change."""
+
+
+# ------------------------------------------------------------------------- message definitions
+def share_roots() -> list[Path]:
+    """Where `<pkg>/msg/<Type>.msg` may live: the venv's share directory (PyPI wheels), then
+    every prefix on AMENT_PREFIX_PATH (a sourced ROS install)."""
+    import os
+
+    roots = [Path(sys.prefix) / "share"]
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            roots.append(Path(prefix) / "share")
+    return [r for r in roots if r.is_dir()]
+
+
+def _msg_file(package: str, name: str) -> Path:
+    for root in share_roots():
+        path = root / package / "msg" / f"{name}.msg"
+        if path.is_file():
+            return path
+    raise ExportError(f"message definition {package}/msg/{name}.msg not found under {share_roots()}; "
+                      "install the ROS 2 message packages (e.g. the std_msgs/geometry_msgs wheels)")
+
+
+def _field_types(package: str, text: str) -> list[tuple[str, str]]:
+    """Complex field types of a .msg text as (package, name), in order of appearance."""
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        type_token = line.split()[0]
+        if "=" in line.split(None, 1)[-1] and line.split()[1].isupper():
+            continue  # a constant
+        base = re.sub(r"\[.*\]$", "", type_token)
+        base = re.sub(r"<=\d+$", "", base)
+        if base in PRIMITIVES:
+            continue
+        parts = base.split("/")
+        out.append((parts[0], parts[-1]) if len(parts) > 1 else (package, parts[0]))
+    return out
+
+
+def message_definition(datatype: str) -> str:
+    """The full definition text of `pkg/msg/Type` with every dependency appended the way
+    rosbag2 writes it (separator line, `MSG: pkg/Type`, its text)."""
+    package, _, name = datatype.split("/")
+    main = _msg_file(package, name).read_text()
+    seen: dict[tuple[str, str], str] = {}
+
+    def visit(pkg: str, text: str) -> None:
+        for dep in _field_types(pkg, text):
+            if dep not in seen:
+                seen[dep] = _msg_file(*dep).read_text()
+                visit(dep[0], seen[dep])
+
+    visit(package, main)
+    parts = [main.strip()]
+    for (pkg, dep), text in seen.items():
+        parts.append("=" * 80 + f"\nMSG: {pkg}/{dep}\n" + text.strip())
+    return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------- messages as dicts
+def _stamp(ns: int) -> dict:
+    return {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}
+
+
+def counted(episode: int, step: int, values: Iterable[float], label: str = "") -> dict:
+    """A counted vector (refine_ros.messages) as a Float64MultiArray dict."""
+    values = [float(v) for v in values]
+    return {"layout": {"dim": [{"label": label, "size": len(values), "stride": len(values)}], "data_offset": 2},
+            "data": [float(episode), float(step), *values]}
+
+
+def pose(ns: int, xyz: Iterable[float], quat_xyzw: Iterable[float] = (0.0, 0.0, 0.0, 1.0)) -> dict:
+    x, y, z = (float(v) for v in xyz)
+    qx, qy, qz, qw = (float(v) for v in quat_xyzw)
+    norm = math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) or 1.0
+    return {"header": {"stamp": _stamp(ns), "frame_id": FRAME},
+            "pose": {"position": {"x": x, "y": y, "z": z},
+                     "orientation": {"x": qx / norm, "y": qy / norm, "z": qz / norm, "w": qw / norm}}}
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return [float(v) if v is not None and np.isfinite(v) else math.nan for v in values]
+
+
+# ------------------------------------------------------------------------- export
+def _resolve_round(db: RunDatabase, run: dict, round_: str | int, higher_is_better: bool) -> int:
+    if isinstance(round_, str) and round_ == "best":
+        best = db.best_round(run["id"], higher_is_better=higher_is_better)
+        if best is None:
+            raise ExportError(f"run {run['id']} has no committed round to export")
+        return best
+    try:
+        return int(round_)
+    except (TypeError, ValueError):
+        raise ExportError(f"round must be a number or 'best', got {round_!r}") from None
+
+
+def export_mcap(db_path: str | Path, mcap_path: str | Path, round_: str | int = "best",
+                kind: str | None = None) -> dict[str, int]:
+    """Write round `round_` (a number or 'best') of the latest run, episodes of `kind` (all
+    logged kinds if None), to `mcap_path`. Returns the message count per topic."""
+    from mcap_ros2.writer import Writer
+
+    db_path = Path(db_path)
+    if not db_path.exists():
+        raise ExportError(f"no run database at {db_path}")
+    try:
+        db = RunDatabase(db_path, create=False)
+    except RunDatabaseError as exc:
+        raise ExportError(str(exc)) from None
+    try:
+        run = db.latest_run()
+        if run is None:
+            raise ExportError(f"{db.path} holds no run")
+        try:
+            task = get_task(run["task"])
+        except ValueError as exc:
+            raise ExportError(f"run {run['id']}: {exc}") from None
+        spec = task.spec
+        rnd = _resolve_round(db, run, round_, spec.metric.higher_is_better)
+        steps = db.load_steps(run["id"], rnd, kind)
+        if len(steps) == 0:
+            what = f"{kind} episodes" if kind else "episodes"
+            raise ExportError(f"run {run['id']} round {rnd} has no logged steps of {what}")
+        episodes = db.episodes(run["id"], rnd, kind)
+    finally:
+        db.close()
+
+    mcap_path = Path(mcap_path)
+    mcap_path.parent.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, int] = {}
+    with open(mcap_path, "wb") as stream, Writer(stream) as writer:
+        schemas: dict[str, Any] = {}
+
+        def write(topic: str, datatype: str, message: dict, ns: int) -> None:
+            if datatype not in schemas:
+                schemas[datatype] = writer.register_msgdef(datatype, message_definition(datatype))
+            writer.write_message(topic, schemas[datatype], message, log_time=ns, publish_time=ns,
+                                 sequence=counts.get(topic, 0))
+            counts[topic] = counts.get(topic, 0) + 1
+
+        _write_round(write, spec, run, rnd, steps, episodes)
+        writer.add_metadata("refine", {"run_id": str(run["id"]), "task": spec.name, "round": str(rnd),
+                                       "kind": kind or "all"})
+    return counts
+
+
+def _write_round(write, spec, run: dict, rnd: int, steps: pd.DataFrame, episodes: pd.DataFrame) -> None:
+    period_ns = int(CONTROL_PERIOD_S.get(spec.name, 0.02) * 1e9)
+    obs_cols = [c for c in spec.observation_columns if c in steps.columns]
+    act_cols = [f"act_{a}" for a in spec.action_names]
+    step_cols = [c for c in steps.columns
+                 if c.startswith(("mean_", "std_", "act_", "latent_", "weight_"))]
+    string = "std_msgs/msg/String"
+    vector = "std_msgs/msg/Float64MultiArray"
+    write("refine/observation_columns", string, {"data": json.dumps(obs_cols)}, START_NS)
+    write("refine/policy_step_columns", string, {"data": json.dumps(step_cols)}, START_NS)
+    summaries = {(r["kind"], int(r["episode"])): r for r in episodes.to_dict("records")}
+    clock = START_NS
+    for (kind, number), group in steps.groupby(["kind", "episode"], sort=False):
+        group = group.sort_values("step")
+        meta = summaries.get((kind, int(number)), {})
+        seed = None if pd.isna(group["seed"].iloc[0]) else int(group["seed"].iloc[0])
+        start = {"event": "start", "episode": int(number), "round": rnd, "kind": kind, "seed": seed,
+                 "run_id": int(run["id"])}
+        write("refine/episode_events", string, {"data": json.dumps(start)}, clock)
+        for row in group.to_dict("records"):
+            step = int(row["step"])
+            ns = clock + step * period_ns
+            if obs_cols:
+                write("refine/observation", vector, counted(number, step, _finite(row[c] for c in obs_cols)), ns)
+            if all(c in row for c in act_cols):
+                write("refine/action", vector, counted(number, step, _finite(row[c] for c in act_cols), "action"), ns)
+            if step_cols:
+                write("refine/policy_step", vector,
+                      counted(number, step, _finite(row[c] for c in step_cols), "policy_step"), ns)
+            if "reward" in row:
+                write("refine/reward", vector, counted(number, step, _finite([row["reward"], row.get("done", 0)])), ns)
+            if spec.name == "door_open":
+                for topic, part in DOOR_POSES.items():
+                    xyz = [row.get(f"{part}_{a}") for a in "xyz"]
+                    if all(v is not None and np.isfinite(v) for v in xyz):
+                        quat = [row.get(f"door_q{a}", 0.0) for a in "xyzw"] if part == "handle" else (0, 0, 0, 1)
+                        write(topic, "geometry_msgs/msg/PoseStamped", pose(ns, xyz, _finite(quat)), ns)
+        clock += (int(group["step"].max()) + 1) * period_ns
+        end = {"event": "end", "episode": int(number), "round": rnd, "kind": kind, "seed": seed,
+               **{k: meta.get(k) for k in ("return", "metric", "success", "label", "complete") if k in meta}}
+        write("refine/episode_events", string, {"data": json.dumps(_json_safe(end))}, clock)
+        clock += int(EPISODE_PAUSE_S * 1e9)
+
+
+def _json_safe(payload: dict) -> dict:
+    out = {}
+    for key, value in payload.items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None
+        out[key] = value
+    return out

@@ -1,0 +1,194 @@
+"""RC-car bridge: safe car actions to the car's command topic, car sensors to the car task's
+semantic observation.
+
+Commands: `refine/safe_action` [steer, gas, brake] -> either `geometry_msgs/Twist`
+(`command_type: twist`; linear.x = (gas - brake) * `max_speed`, angular.z = -steer *
+`max_steer`, because the task's negative steer is left while ROS's positive z turns left) or
+`std_msgs/Float64MultiArray` [steer, throttle, brake] as they are (`command_type: array`).
+
+Observations (car task schema, docs/METHOD.md): the track detector's tiles (12, 4) then the
+indicators (7,): speed / 100 in simulator speed units, heading / pi, yaw rate, wheel speeds
+(fl, fr, rl, rr). Published at `observation_rate` only while odometry, wheels and tiles are
+fresh, so a blind camera or a dead encoder silences the heartbeat and the safety watchdog
+stops the car.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+
+from refine_ros import qos
+from refine_ros.messages import pack_json, pack_vector, unpack_json
+from refine_ros.safety import InvalidCommand, parse_command
+from refine_ros.vision import N_TILES, TILE_FEATURES
+
+COLUMNS: tuple[str, ...] = (
+    *(f"tile{i}_{f}" for i in range(N_TILES) for f in ("x", "y", "theta", "border")),
+    "speed", "heading", "angular_velocity",
+    "wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr",
+)  # fmt: skip
+ACTION_AXES = 3
+SPEED_SCALE = 100.0  # refine_core.tasks.car_racing.SPEED_SCALE
+
+
+def _range(lo: float, hi: float) -> list[FloatingPointRange]:
+    return [FloatingPointRange(from_value=lo, to_value=hi)]
+
+
+PARAMETERS: dict[str, tuple[object, str, list[FloatingPointRange] | None]] = {
+    "command_topic": ("/cmd_vel", "the car's command topic", None),
+    "command_type": ("twist", "'twist' (geometry_msgs/Twist) or 'array' (Float64MultiArray [steer, throttle, brake])", None),
+    "max_speed": (1.0, "m/s for full throttle in twist mode", _range(0.0, 20.0)),
+    "max_steer": (0.5, "angular.z for full steer in twist mode (sign flipped to ROS: +z is left)", _range(0.0, 10.0)),
+    "odom_topic": ("/odom", "nav_msgs/Odometry of the car", None),
+    "wheel_topic": ("/wheel_states", "sensor_msgs/JointState with wheel angular velocities", None),
+    "wheel_joints": (["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], "wheel joint names: front-left, front-right, rear-left, rear-right", None),
+    "wheel_speed_scale": (1.0, "factor from the encoder's rad/s to simulator wheel omega", None),
+    "tiles_topic": ("track/tiles", "Float64MultiArray (12 x 4) from the track detector", None),
+    "speed_to_sim": (1.0, "factor from odometry m/s to simulator speed units (before / 100)", _range(0.0, 1000.0)),
+    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", _range(1.0, 1000.0)),
+    "sensor_timeout": (0.15, "seconds after which odometry, wheels or tiles count as stale", _range(0.001, 5.0)),
+}
+_FIXED = {"command_topic", "command_type", "odom_topic", "wheel_topic", "tiles_topic", "observation_rate"}
+
+
+def yaw_from_quaternion(w: float, x: float, y: float, z: float) -> float:
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def car_indicators(speed_sim: float, yaw: float, yaw_rate: float, wheels: np.ndarray) -> np.ndarray:
+    """The 7 indicators in the simulator's units (yaw 0 = the car's start heading)."""
+    heading = math.atan2(math.sin(yaw), math.cos(yaw)) / math.pi
+    return np.array([speed_sim / SPEED_SCALE, heading, yaw_rate, *wheels], dtype=float)
+
+
+class RcCarBridge(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("rc_car_bridge", **kwargs)
+        for name, (default, text, ranges) in PARAMETERS.items():
+            desc = ParameterDescriptor(description=text)
+            if ranges:
+                desc.floating_point_range = ranges
+            self.declare_parameter(name, default, desc)
+        command_type = self._param("command_type")
+        if command_type not in ("twist", "array"):
+            raise ValueError(f"command_type must be 'twist' or 'array', got {command_type!r}")
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        p = self._param
+
+        kind = Twist if command_type == "twist" else Float64MultiArray
+        self._cmd_pub = self.create_publisher(kind, p("command_topic"), qos.COMMAND)
+        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
+        self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
+        self._columns_pub.publish(pack_json(list(COLUMNS)))
+
+        self.create_subscription(Float64MultiArray, "refine/safe_action", self._on_action, qos.COMMAND)
+        self.create_subscription(Odometry, p("odom_topic"), self._on_odom, qos.SENSOR)
+        self.create_subscription(JointState, p("wheel_topic"), self._on_wheels, qos.SENSOR)
+        self.create_subscription(Float64MultiArray, p("tiles_topic"), self._on_tiles, qos.SENSOR)
+        self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
+
+        self._odom: tuple[float, float, float, float] | None = None  # time, speed, yaw, yaw rate
+        self._wheels: tuple[float, np.ndarray] | None = None
+        self._tiles: tuple[float, np.ndarray] | None = None
+        self.episode, self.step, self.rejected = 0, 0, 0
+        self.create_timer(1.0 / float(p("observation_rate")), self._publish_observation)
+
+    def _param(self, name: str):
+        return self.get_parameter(name).value
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        for param in params:
+            if param.name in _FIXED:
+                return SetParametersResult(successful=False, reason=f"{param.name} is fixed at start")
+            if param.name == "wheel_joints" and len(param.value) != 4:
+                return SetParametersResult(successful=False, reason="wheel_joints needs 4 names")
+        return SetParametersResult(successful=True)
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_action(self, msg: Float64MultiArray) -> None:
+        try:
+            _, _, values = parse_command(msg.layout.data_offset, msg.data, ACTION_AXES)
+        except InvalidCommand as exc:
+            self.rejected += 1
+            self.get_logger().warning(f"dropped safe_action: {exc}", throttle_duration_sec=1.0)
+            return
+        steer = float(np.clip(values[0], -1.0, 1.0))
+        gas, brake = (float(np.clip(v, 0.0, 1.0)) for v in values[1:3])
+        if self._param("command_type") == "twist":
+            cmd = Twist()
+            cmd.linear.x = (gas - brake) * float(self._param("max_speed"))
+            cmd.angular.z = -steer * float(self._param("max_steer"))
+        else:
+            cmd = Float64MultiArray(data=[steer, gas, brake])
+        self._cmd_pub.publish(cmd)
+
+    def _on_odom(self, msg: Odometry) -> None:
+        v, q = msg.twist.twist.linear, msg.pose.pose.orientation
+        speed = math.hypot(v.x, v.y) * float(self._param("speed_to_sim"))
+        yaw = yaw_from_quaternion(q.w, q.x, q.y, q.z)
+        self._odom = (self._now(), speed, yaw, float(msg.twist.twist.angular.z))
+
+    def _on_wheels(self, msg: JointState) -> None:
+        index = {n: i for i, n in enumerate(msg.name)}
+        names = list(self._param("wheel_joints"))
+        if not all(n in index and index[n] < len(msg.velocity) for n in names):
+            return
+        scale = float(self._param("wheel_speed_scale"))
+        self._wheels = (self._now(), np.array([msg.velocity[index[n]] * scale for n in names]))
+
+    def _on_tiles(self, msg: Float64MultiArray) -> None:
+        data = np.asarray(msg.data, dtype=float)
+        if data.size != N_TILES * TILE_FEATURES or not np.all(np.isfinite(data)):
+            return
+        self._tiles = (self._now(), data)
+
+    def _on_event(self, msg: String) -> None:
+        try:
+            event = unpack_json(msg)
+            if isinstance(event, dict) and event.get("event") == "start":
+                self.episode, self.step = int(event.get("episode", self.episode + 1)), 0
+        except (ValueError, TypeError):
+            self.get_logger().warning("ignored a malformed episode event")
+
+    def _publish_observation(self) -> None:
+        now, timeout = self._now(), float(self._param("sensor_timeout"))
+        if any(i is None or now - i[0] > timeout for i in (self._odom, self._wheels, self._tiles)):
+            return
+        _, speed, yaw, yaw_rate = self._odom
+        ind = car_indicators(speed, yaw, yaw_rate, self._wheels[1])
+        obs = np.concatenate([self._tiles[1], ind])
+        if not np.all(np.isfinite(obs)):
+            return
+        self._obs_pub.publish(pack_vector(self.episode, self.step, obs))
+        self.step += 1
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = RcCarBridge()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Safety node: the only path from a policy (or a teleoperator) to a hardware bridge.
+
+The rules live in `refine_ros.safety` (tested without DDS); this node feeds it messages and
+the clock, runs the watchdog on a timer well inside the budget, and reports on
+`safety/status`. With `dry_run` it still decides every command but publishes none.
+
+QoS: commands and the e-stop use COMMAND (reliable, depth 1: only the newest command
+matters, and a reliable e-stop is not silently dropped); the observation heartbeat uses
+STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import rclpy
+import rclpy.logging
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import Trigger
+
+from refine_ros import qos
+from refine_ros.messages import pack_vector
+from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
+
+# Defaults are the arm profile (door task: dx, dy, dz, gripper); the car profile overrides them.
+DEFAULTS: dict[str, object] = {
+    "lower": [-1.0, -1.0, -1.0, 0.0],
+    "upper": [1.0, 1.0, 1.0, 1.0],
+    "zero": [0.0, 0.0, 0.0, 1.0],
+    "max_rate": [10.0, 10.0, 10.0, 20.0],
+    "hold_axes": [3],
+    "watchdog_timeout": 0.1,
+    "watchdog_period": 0.01,
+    "teleop_hold": 0.5,
+    "workspace_observation_indices": [0, 1, 2],
+    "workspace_lower": [-0.5, 0.4, 0.05],
+    "workspace_upper": [0.5, 1.0, 0.5],
+    "workspace_action_axes": [0, 1, 2],
+    "require_confirmation": True,
+    "dry_run": False,
+    "status_period": 0.1,
+}
+
+DESCRIPTIONS = {
+    "lower": "per-axis lower clamp of the command, task action order",
+    "upper": "per-axis upper clamp of the command, task action order",
+    "zero": "the stop command (arm: no motion; car: steer 0, gas 0, brake 1)",
+    "max_rate": "largest change per second per axis when ramping up (<= 0: unlimited); stops are immediate",
+    "hold_axes": "axes whose stop value is the last value sent (arm gripper keeps its grip)",
+    "watchdog_timeout": "seconds within which zero is commanded after observations or commands go stale",
+    "watchdog_period": "watchdog timer period in seconds (<= watchdog_timeout / 4); inputs are stale after timeout - 2 * period",
+    "teleop_hold": "seconds a teleop command keeps preempting policy commands",
+    "workspace_observation_indices": "observation coordinates checked against the box (arm: gripper xyz 0,1,2; car: speed 48)",
+    "workspace_lower": "lower bound per checked coordinate",
+    "workspace_upper": "upper bound per checked coordinate (car: the speed cap)",
+    "workspace_action_axes": "action axis that moves each checked coordinate; outside the box only motion back is kept",
+    "require_confirmation": "policy commands need safety/confirm_episode before each episode",
+    "dry_run": "decide every command but publish nothing on refine/safe_action",
+    "status_period": "seconds between safety/status diagnostics",
+}
+
+_LEVEL = {
+    "policy": DiagnosticStatus.OK,
+    "teleop": DiagnosticStatus.OK,
+    "unconfirmed": DiagnosticStatus.WARN,
+    "startup": DiagnosticStatus.WARN,
+    "stale": DiagnosticStatus.WARN,
+    "rejected": DiagnosticStatus.WARN,
+    "estop": DiagnosticStatus.ERROR,
+}
+
+
+class SafetyNode(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("safety_node", **kwargs)
+        for name, default in DEFAULTS.items():
+            self.declare_parameter(name, default, self._descriptor(name))
+        self.filter = SafetyFilter(self._config_from({}))
+        self.published = 0
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
+        self._status_pub = self.create_publisher(DiagnosticArray, "safety/status", qos.STATE)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_policy, qos.COMMAND)
+        self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
+        self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
+        self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.STATE)
+        self._watchdog = self.create_timer(self.filter.config.watchdog_period, self._on_tick)
+        self._status_timer = self.create_timer(
+            float(self.get_parameter("status_period").value), self._publish_status
+        )
+        # services last: an operator tool that sees them knows the node is fully up
+        self.create_service(Trigger, "safety/rearm", self._on_rearm)
+        self.create_service(Trigger, "safety/confirm_episode", self._on_confirm)
+        self.get_logger().info(
+            f"safety on: dry_run={self._dry_run}, watchdog {self.filter.config.watchdog_timeout:.3f} s"
+        )
+
+    # ---- parameters ---------------------------------------------------------------------
+    @staticmethod
+    def _descriptor(name: str) -> ParameterDescriptor:
+        ranges = {
+            "watchdog_timeout": FloatingPointRange(from_value=0.005, to_value=5.0),
+            "watchdog_period": FloatingPointRange(from_value=0.001, to_value=1.0),
+            "teleop_hold": FloatingPointRange(from_value=0.0, to_value=10.0),
+            "status_period": FloatingPointRange(from_value=0.01, to_value=10.0),
+        }
+        # Arrays may be empty in a profile (no hold axes, no workspace); an empty list has no
+        # element type in ROS, so their type is checked by the set-parameters callback instead.
+        desc = ParameterDescriptor(
+            description=DESCRIPTIONS[name], dynamic_typing=isinstance(DEFAULTS[name], list)
+        )
+        if name in ranges:
+            desc.floating_point_range = [ranges[name]]
+        return desc
+
+    @property
+    def _dry_run(self) -> bool:
+        return bool(self.get_parameter("dry_run").value)
+
+    def _config_from(self, overrides: dict[str, object]) -> SafetyConfig:
+        def value(name: str):
+            v = overrides[name] if name in overrides else self.get_parameter(name).value
+            # a YAML `[]` arrives as an unset value: for the array parameters that means empty
+            return [] if v is None and isinstance(DEFAULTS[name], list) else v
+
+        def floats(name: str) -> tuple[float, ...]:
+            return tuple(float(v) for v in value(name))
+
+        def ints(name: str) -> tuple[int, ...]:
+            return tuple(int(v) for v in value(name))
+
+        return SafetyConfig(
+            lower=floats("lower"),
+            upper=floats("upper"),
+            zero=floats("zero"),
+            max_rate=floats("max_rate"),
+            hold_axes=ints("hold_axes"),
+            watchdog_timeout=float(value("watchdog_timeout")),
+            watchdog_period=float(value("watchdog_period")),
+            teleop_hold=float(value("teleop_hold")),
+            workspace_observation_indices=ints("workspace_observation_indices"),
+            workspace_lower=floats("workspace_lower"),
+            workspace_upper=floats("workspace_upper"),
+            workspace_action_axes=ints("workspace_action_axes"),
+            require_confirmation=bool(value("require_confirmation")),
+        )
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        """Limits change only as a consistent set; the latch and confirmation survive a change."""
+        changes = {p.name: p.value for p in params}
+        if "status_period" in changes:
+            return SetParametersResult(successful=False, reason="status_period is fixed at start")
+        limits = set(changes) - {"dry_run"}
+        if not limits:
+            return SetParametersResult(successful=True)
+        try:
+            config = self._config_from(changes)
+            if not math.isclose(config.watchdog_period, self.filter.config.watchdog_period):
+                raise InvalidSafetyConfig("watchdog_period is fixed at start")
+            self.filter.reconfigure(config)
+        except (InvalidSafetyConfig, TypeError, ValueError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    # ---- callbacks ----------------------------------------------------------------------
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_policy(self, msg: Float64MultiArray) -> None:
+        self._send(self.filter.on_policy(msg.layout.data_offset, msg.data, self._now()))
+
+    def _on_teleop(self, msg: Float64MultiArray) -> None:
+        self._send(self.filter.on_teleop(msg.layout.data_offset, msg.data, self._now()))
+
+    def _on_estop(self, msg: Bool) -> None:
+        if msg.data and not self.filter.estop_latched:
+            self.get_logger().error("E-STOP: latched until safety/rearm")
+        self._send(self.filter.on_estop(msg.data, self._now()))
+
+    def _on_observation(self, msg: Float64MultiArray) -> None:
+        if msg.layout.data_offset != 2 or len(msg.data) < 2:
+            return
+        self.filter.on_observation(msg.data[2:], self._now())
+
+    def _on_tick(self) -> None:
+        self._send(self.filter.tick(self._now()))
+
+    def _on_rearm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.filter.rearm()
+        self.get_logger().warning(f"rearm: {response.message}")
+        return response
+
+    def _on_confirm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.filter.confirm_episode()
+        self.get_logger().info(f"confirm_episode: {response.message}")
+        return response
+
+    def _send(self, decision: Decision | None) -> None:
+        if decision is None or self._dry_run:
+            return
+        self._safe_pub.publish(pack_vector(decision.episode, decision.step, decision.values))
+        self.published += 1
+
+    def _publish_status(self) -> None:
+        values = self.filter.status(self._now())
+        values["dry_run"] = str(self._dry_run)
+        status = DiagnosticStatus(
+            level=_LEVEL.get(values["state"], DiagnosticStatus.WARN),
+            name="refine safety",
+            hardware_id=self.get_namespace(),
+            message=values["state"],
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._status_pub.publish(msg)
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = SafetyNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except InvalidSafetyConfig as exc:
+        # refuse to start with inconsistent limits: a clear message and a failing exit code
+        rclpy.logging.get_logger("safety_node").fatal(f"invalid safety limits: {exc}")
+        raise SystemExit(2) from None
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""Sim node: a benchmark task's simulator (MuJoCo door or Box2D car) behind ROS topics.
+
+Two ways to keep time, chosen by `real_time`:
+- lockstep (default, as fast as the policy answers): each observation carries its (episode,
+  step) counters and the simulator steps only when the action for exactly that step arrives,
+  so a slow policy never sees a stale state and a run is reproducible;
+- real time: a timer steps at `rate_hz` with the newest action (zero motion before the first),
+  the way a robot would behave under a late policy.
+
+Per step it publishes the counted observation (`refine/observation`), the counted
+`[reward, done, success]` for the step just taken (`refine/reward`), the expert's action for
+the new state (`refine/expert_action`, so rollout tables carry expert labels as in
+refine_core), the typed scene topics of refine_ros.adapters, and, rate-limited, RViz markers
+and an offscreen camera image. `sim/reset` resets with the `seed` parameter (and the
+`episode` parameter, if set, as the episode counter) and publishes the first observation
+before it answers. Episode events: `{"event": "reset", ...}` and `{"event": "end", ...}` with
+the task's episode summary (return, metric, success).
+
+QoS: observations and typed topics STATE, reward LOG, column names and episode events
+LATCHED, actions COMMAND (only the newest action matters), markers and camera SENSOR.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from nav_msgs.msg import Odometry, Path
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from refine_core.tasks import get_task
+from refine_ros import adapters, markers, qos
+from refine_ros.messages import pack_json, pack_vector, unpack_vector
+
+TASKS = ("door_open", "car_racing")
+TRACK_REPUBLISH_S = 2.0  # the car track is big and fixed: re-sent for late RViz windows
+
+
+def _descriptor(text: str, *, read_only: bool = False, ints: tuple[int, int] | None = None,
+                floats: tuple[float, float] | None = None) -> ParameterDescriptor:
+    d = ParameterDescriptor(description=text, read_only=read_only)
+    if ints:
+        d.integer_range = [IntegerRange(from_value=ints[0], to_value=ints[1], step=1)]
+    if floats:
+        d.floating_point_range = [FloatingPointRange(from_value=floats[0], to_value=floats[1])]
+    return d
+
+
+PARAMETERS: dict[str, tuple[Any, ParameterDescriptor]] = {
+    "task": ("door_open", _descriptor("benchmark task: door_open | car_racing", read_only=True)),
+    "seed": (0, _descriptor("seed of the next sim/reset (fixes the door / track)", ints=(0, 2**31 - 1))),
+    "episode": (-1, _descriptor("episode counter for the next reset; -1 counts up by itself",
+                                ints=(-1, 2**31 - 1))),
+    "max_steps": (0, _descriptor("end episodes after this many steps; 0 = the task's length",
+                                 ints=(0, 1_000_000))),
+    "real_time": (False, _descriptor("step at rate_hz with the newest action (else lockstep)",
+                                     read_only=True)),
+    "rate_hz": (50.0, _descriptor("simulation rate in real-time mode", read_only=True,
+                                  floats=(1.0, 1000.0))),
+    "publish_markers": (True, _descriptor("publish refine/markers for RViz")),
+    "marker_rate_hz": (10.0, _descriptor("most marker updates per second", floats=(0.1, 100.0))),
+    "publish_expert": (True, _descriptor("publish the expert's action per state (expert_* columns)")),
+    "publish_camera": (False, _descriptor("render refine/camera offscreen (MUJOCO_GL=osmesa)",
+                                          read_only=True)),
+    "camera_width": (320, _descriptor("camera image width", read_only=True, ints=(16, 1920))),
+    "camera_height": (240, _descriptor("camera image height", read_only=True, ints=(16, 1080))),
+    "camera_rate_hz": (10.0, _descriptor("most camera frames per second", floats=(0.1, 60.0))),
+    "frame_id": ("world", _descriptor("fixed frame of poses and markers", read_only=True)),
+}
+
+
+class SimNode(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("sim_node", **kwargs)
+        for name, (default, desc) in PARAMETERS.items():
+            self.declare_parameter(name, default, desc)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        task_name = self._p("task")
+        if task_name not in TASKS:
+            super().destroy_node()
+            raise ValueError(f"sim_node: unknown task {task_name!r}; choose one of {', '.join(TASKS)}")
+        self.task = get_task(task_name)
+        self.spec = self.task.spec
+        self.frame_id = self._p("frame_id")
+        self._camera_size = (int(self._p("camera_width")), int(self._p("camera_height")))
+        self.env = self._make_env(bool(self._p("publish_camera")))
+        self.expert = self.task.expert(self.env)
+        self._low, self._high = self.spec.action_low.astype(float), self.spec.action_high.astype(float)
+        self._zero = np.clip(np.zeros(len(self._low)), self._low, self._high)
+
+        # episode state
+        self.episode = -1
+        self.step_index = 0
+        self.active = False
+        self.latest_action: np.ndarray | None = None
+        self.ignored_actions = 0
+        self.steps_taken = 0
+        self._obs: Any = None
+        self._observations: list[Any] = []
+        self._rewards: list[float] = []
+        self._infos: list[dict] = []
+        self._trail = markers.Trail()
+        self._track: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._wheel_angles = np.zeros(4)
+        self._last_marker = self._last_camera = self._last_track = -1e9
+
+        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
+        self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.LOG)
+        self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.STATE)
+        self._events_pub = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
+        self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
+        self._typed_pubs = {
+            topic: self.create_publisher(type(msg), topic, qos.STATE)
+            for topic, msg in self._typed_prototypes().items()
+        }
+        self._marker_pub = self.create_publisher(MarkerArray, "refine/markers", qos.SENSOR)
+        self._camera_pub = self.create_publisher(Image, "refine/camera", qos.SENSOR)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
+        self.create_service(Trigger, "sim/reset", self._on_reset)
+        self._columns_pub.publish(pack_json(list(self.spec.observation_columns)))
+        if self._p("real_time"):
+            self.create_timer(1.0 / float(self._p("rate_hz")), self._on_tick)
+        mode = f"real time at {self._p('rate_hz'):g} Hz" if self._p("real_time") else "lockstep"
+        self.get_logger().info(f"{task_name} simulator ready ({mode}); call sim/reset to start")
+
+    # -- setup ----------------------------------------------------------------------------------
+    def _p(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _make_env(self, camera: bool):
+        if not camera:
+            return self.task.make_env()
+        os.environ.setdefault("MUJOCO_GL", "osmesa")
+        if self.spec.name == "door_open":
+            import gymnasium as gym
+
+            width, height = self._camera_size
+            return gym.make(self.spec.env_id, render_mode="rgb_array", width=width, height=height,
+                            camera_name="corner")
+        return self.task.make_env(render_mode="rgb_array")
+
+    def _typed_prototypes(self) -> dict[str, Any]:
+        """One message per typed topic, to learn the topic types before any episode exists."""
+        if self.spec.name == "door_open":
+            return {"refine/gripper_pose": PoseStamped(), "refine/handle_pose": PoseStamped(),
+                    "refine/target_pose": PoseStamped(), "joint_states": JointState()}
+        return {"refine/odom": Odometry(), "refine/wheel_speeds": JointState(),
+                "refine/track_ahead": Path(), "joint_states": JointState()}
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        for p in params:
+            if p.name == "task" and p.value not in TASKS:
+                return SetParametersResult(successful=False, reason=f"task must be one of {TASKS}")
+        return SetParametersResult(successful=True)
+
+    # -- episode control ----------------------------------------------------------------------
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        seed = int(self._p("seed"))
+        wanted = int(self._p("episode"))
+        try:
+            obs, info = self.env.reset(seed=seed)
+        except Exception as exc:  # a broken simulator state is reported, not fatal
+            response.success, response.message = False, f"reset failed: {exc}"
+            return response
+        if self.active:
+            self._publish_event("end", complete=False, reason="reset before the episode ended")
+        self.episode = wanted if wanted >= 0 else self.episode + 1
+        self.step_index = 0
+        self.active = True
+        self.latest_action = None
+        self._obs = obs
+        self._observations, self._rewards, self._infos = [obs], [], []
+        self._trail.clear()
+        self._wheel_angles[:] = 0.0
+        if self.spec.name == "car_racing":
+            self._track = adapters.car_track(self.env)
+            self._last_track = -1e9
+        self._publish_event("reset", seed=seed)
+        self._publish_observation(done=False)
+        response.success = True
+        response.message = pack_json({"episode": self.episode, "seed": seed}).data
+        return response
+
+    def _max_steps(self) -> int:
+        cap = int(self._p("max_steps"))
+        return min(cap, self.spec.episode_steps) if cap > 0 else self.spec.episode_steps
+
+    def _on_action(self, msg: Float64MultiArray) -> None:
+        try:
+            vec = unpack_vector(msg)
+        except ValueError:
+            self.ignored_actions += 1
+            return
+        values = np.asarray(vec.values, dtype=float)
+        if values.shape != self._low.shape or not np.all(np.isfinite(values)):
+            self.ignored_actions += 1
+            self.get_logger().warn(
+                f"ignored action {list(vec.values)}: need {len(self._low)} finite values",
+                throttle_duration_sec=2.0,
+            )
+            return
+        if self._p("real_time"):
+            self.latest_action = values
+            return
+        if not self.active or (vec.episode, vec.step) != (self.episode, self.step_index):
+            self.ignored_actions += 1  # stale, early or for another episode
+            return
+        self._step(values)
+
+    def _on_tick(self) -> None:
+        if self.active:
+            self._step(self.latest_action if self.latest_action is not None else self._zero)
+
+    def _step(self, action: np.ndarray) -> None:
+        action = np.clip(action, self._low, self._high)
+        obs, reward, terminated, truncated, info = self.env.step(action.astype(np.float32))
+        acted_on = self.step_index
+        self.step_index += 1
+        self.steps_taken += 1
+        self._obs = obs
+        self._observations.append(obs)
+        self._rewards.append(float(reward))
+        self._infos.append(dict(info))
+        done = bool(terminated or truncated or self.step_index >= self._max_steps())
+        success = float(info.get("success", info.get("lap_finished", 0.0)) or 0.0)
+        self._reward_pub.publish(pack_vector(self.episode, acted_on, [float(reward), float(done), success]))
+        self._publish_observation(done=done)
+        if done:
+            self.active = False
+            self._publish_event("end", complete=True)
+
+    # -- publishing --------------------------------------------------------------------------------
+    def _publish_event(self, event: str, **fields: Any) -> None:
+        payload: dict[str, Any] = {"event": event, "episode": self.episode, "source": "sim",
+                                   "task": self.spec.name, **fields}
+        if event == "end" and self._rewards:
+            summary = self.task.episode_summary(self._observations, self._rewards, self._infos)
+            payload.update({k: float(v) for k, v in summary.items()})
+        self._events_pub.publish(pack_json(payload))
+
+    def _publish_observation(self, done: bool) -> None:
+        parts = self.task.split_observation(self._obs)
+        values = adapters.observation_values(self.spec, parts)
+        self._obs_pub.publish(pack_vector(self.episode, self.step_index, values))
+        if not done and self._p("publish_expert"):
+            expert = np.asarray(self.expert(self._obs), dtype=float)
+            self._expert_pub.publish(pack_vector(self.episode, self.step_index, expert.tolist()))
+        stamp = self.get_clock().now().to_msg()
+        scene = self._scene()
+        for topic, msg in self._typed(scene, stamp).items():
+            self._typed_pubs[topic].publish(msg)
+        now = time.monotonic()
+        if self._p("publish_markers"):
+            speed = scene.speed if isinstance(scene, adapters.CarScene) else 0.0
+            self._trail.add(scene.gripper if isinstance(scene, adapters.DoorScene) else (scene.x, scene.y, 0.1), speed)
+            if done or now - self._last_marker >= 1.0 / float(self._p("marker_rate_hz")):
+                self._last_marker = now
+                self._publish_markers(scene, stamp, now)
+        if self._p("publish_camera") and (
+            done or self.step_index == 0 or now - self._last_camera >= 1.0 / float(self._p("camera_rate_hz"))
+        ):
+            self._last_camera = now
+            self._publish_camera(stamp)
+
+    def _scene(self):
+        if self.spec.name == "door_open":
+            return adapters.door_scene(self.env, np.asarray(self._obs))
+        return adapters.car_scene(self.env, self._track)
+
+    def _typed(self, scene, stamp) -> dict[str, Any]:
+        if isinstance(scene, adapters.DoorScene):
+            return adapters.door_messages(scene, stamp, self.frame_id)
+        self._wheel_angles += scene.wheel_omegas * (1.0 / 50.0)
+        self._wheel_angles %= 2 * np.pi
+        return adapters.car_messages(scene, stamp, self.frame_id, self._wheel_angles)
+
+    def _publish_markers(self, scene, stamp, now: float) -> None:
+        if isinstance(scene, adapters.DoorScene):
+            self._marker_pub.publish(markers.door_markers(scene, self._trail, stamp, self.frame_id))
+            return
+        if now - self._last_track >= TRACK_REPUBLISH_S and self._track is not None:
+            self._last_track = now
+            self._marker_pub.publish(markers.track_markers(self._track[1], self._track[2], stamp, self.frame_id))
+        self._marker_pub.publish(markers.car_markers(scene, self._trail, stamp, self.frame_id))
+
+    def _publish_camera(self, stamp) -> None:
+        try:
+            frame = self.env.render()
+        except Exception as exc:  # no GL context: say so once, keep simulating
+            self.get_logger().error(f"camera disabled: render failed: {exc}", once=True)
+            return
+        if frame is None:
+            return
+        frame = np.ascontiguousarray(frame[..., :3], dtype=np.uint8)
+        width, height = self._camera_size
+        if frame.shape[1] != width or frame.shape[0] != height:
+            import cv2
+
+            frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
+        img = Image(height=height, width=width, encoding="rgb8", is_bigendian=0, step=3 * width)
+        img.header.stamp = stamp
+        img.header.frame_id = "camera_link" if self.spec.name == "car_racing" else self.frame_id
+        img.data = frame.tobytes()
+        self._camera_pub.publish(img)
+
+    def destroy_node(self) -> None:
+        try:
+            env = getattr(self, "env", None)
+            if env is not None:
+                env.close()
+        finally:
+            super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = SimNode()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

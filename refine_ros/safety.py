@@ -1,0 +1,350 @@
+"""The safety rules between a policy and a robot, as plain Python so every rule is unit-tested
+without DDS and the ROS node stays a thin adapter.
+
+One `SafetyFilter` owns the whole state: the e-stop latch, episode confirmation, input
+freshness, teleoperation preemption and the last command sent. Every entry point takes the
+current time explicitly, so tests drive the clock and the node passes its own.
+
+Order of the rules for one incoming command (each can only make the command safer):
+parse (wrong shape, NaN/inf -> zero) -> gate (e-stop, unconfirmed episode, stale inputs ->
+zero) -> per-axis clamp -> rate limit -> workspace bounds -> final clamp. Stopping is never
+rate limited: a zero command goes out at once, ramping *up* again is limited.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+COUNTERS = 2  # a counted vector starts with [episode, step] (refine_ros/messages.py)
+
+
+class InvalidCommand(ValueError):
+    """A command that cannot be executed (wrong layout or length, NaN/inf); it becomes zero."""
+
+
+class InvalidSafetyConfig(ValueError):
+    """Inconsistent limits; raised before the node starts so a robot never runs with them."""
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """Limits of one robot profile. Arrays are per action axis, in the task's action order."""
+
+    lower: tuple[float, ...]
+    upper: tuple[float, ...]
+    zero: tuple[float, ...]
+    """The stop command (arm: no motion; car: steer 0, gas 0, brake 1)."""
+    max_rate: tuple[float, ...]
+    """Largest change per second per axis when ramping up; <= 0 means unlimited."""
+    hold_axes: tuple[int, ...] = ()
+    """Axes whose stop value is the last value sent (the arm's gripper keeps its grip)."""
+    watchdog_timeout: float = 0.1
+    """Budget: zero is on the wire within this time after inputs go stale."""
+    watchdog_period: float = 0.01
+    """Watchdog tick; inputs count as stale after `watchdog_timeout - 2 * watchdog_period`:
+    one period until the next tick, one period of margin for scheduling and transport."""
+    teleop_hold: float = 0.5
+    """A teleop command blocks policy commands for this long."""
+    workspace_observation_indices: tuple[int, ...] = ()
+    """Observation coordinates checked against the box (arm: gripper xyz; car: speed)."""
+    workspace_lower: tuple[float, ...] = ()
+    workspace_upper: tuple[float, ...] = ()
+    workspace_action_axes: tuple[int, ...] = ()
+    """The action axis that moves each checked coordinate (positive action increases it)."""
+    require_confirmation: bool = True
+
+    def __post_init__(self) -> None:
+        n = len(self.lower)
+        if n == 0:
+            raise InvalidSafetyConfig("at least one action axis is needed")
+        for name in ("upper", "zero", "max_rate"):
+            if len(getattr(self, name)) != n:
+                raise InvalidSafetyConfig(f"{name} has {len(getattr(self, name))} axes, lower has {n}")
+        values = [*self.lower, *self.upper, *self.zero]
+        if not all(math.isfinite(v) for v in values):
+            raise InvalidSafetyConfig("lower/upper/zero must be finite")
+        if any(lo > hi for lo, hi in zip(self.lower, self.upper, strict=True)):
+            raise InvalidSafetyConfig("lower must be <= upper on every axis")
+        if any(not lo <= z <= hi for lo, z, hi in zip(self.lower, self.zero, self.upper, strict=True)):
+            raise InvalidSafetyConfig("the zero command must lie within lower/upper")
+        if any(not 0 <= a < n for a in self.hold_axes):
+            raise InvalidSafetyConfig(f"hold_axes must be in [0, {n})")
+        if not (0 < self.watchdog_period <= self.watchdog_timeout / 4):
+            raise InvalidSafetyConfig("need 0 < watchdog_period <= watchdog_timeout / 4")
+        if self.teleop_hold < 0:
+            raise InvalidSafetyConfig("teleop_hold must be >= 0")
+        k = len(self.workspace_observation_indices)
+        lengths = (len(self.workspace_lower), len(self.workspace_upper), len(self.workspace_action_axes))
+        if lengths != (k, k, k):
+            raise InvalidSafetyConfig("workspace indices, lower, upper and action axes differ in length")
+        if any(i < 0 for i in self.workspace_observation_indices):
+            raise InvalidSafetyConfig("workspace observation indices must be >= 0")
+        if any(not 0 <= a < n for a in self.workspace_action_axes):
+            raise InvalidSafetyConfig(f"workspace action axes must be in [0, {n})")
+        if any(lo > hi for lo, hi in zip(self.workspace_lower, self.workspace_upper, strict=True)):
+            raise InvalidSafetyConfig("workspace_lower must be <= workspace_upper")
+
+    @property
+    def axes(self) -> int:
+        return len(self.lower)
+
+    @property
+    def stale_after(self) -> float:
+        return self.watchdog_timeout - 2 * self.watchdog_period
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to send to the hardware now. `reason` is 'policy', 'teleop' or why it is a stop."""
+
+    values: tuple[float, ...]
+    episode: int
+    step: int
+    reason: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.reason not in ("policy", "teleop")
+
+
+@dataclass
+class Counters:
+    rejected: int = 0
+    clamped: int = 0
+    rate_limited: int = 0
+    workspace_limited: int = 0
+    watchdog_trips: int = 0
+    estops: int = 0
+    preempted: int = 0
+    unconfirmed: int = 0
+    passed: int = 0
+
+
+def parse_command(data_offset: int, data: Sequence[float], axes: int) -> tuple[int, int, np.ndarray]:
+    """Counted vector -> (episode, step, values); never trusts the sender."""
+    if data_offset != COUNTERS:
+        raise InvalidCommand(f"data_offset is {data_offset}, expected {COUNTERS}")
+    if len(data) != COUNTERS + axes:
+        raise InvalidCommand(f"{len(data) - COUNTERS} values, expected {axes}")
+    arr = np.asarray(data, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidCommand("NaN or inf in the command")
+    if np.any(np.abs(arr[:COUNTERS]) > 2**53):
+        raise InvalidCommand("episode/step counters out of range")
+    return int(arr[0]), int(arr[1]), arr[COUNTERS:]
+
+
+@dataclass
+class SafetyFilter:
+    config: SafetyConfig
+    counters: Counters = field(default_factory=Counters)
+    estop_latched: bool = False
+    estop_input: bool = False
+    confirm_pending: bool = False
+    confirmed_episode: int | None = None
+    last_observation: float | None = None
+    last_policy: float | None = None
+    last_teleop: float | None = None
+    observation: np.ndarray | None = None
+    last_sent: np.ndarray | None = None
+    last_sent_time: float | None = None
+    last_episode: int = 0
+    last_step: int = 0
+    last_reason: str = "startup"
+    _tripped: bool = False
+
+    def __post_init__(self) -> None:
+        c = self.config
+        self._lower = np.array(c.lower, dtype=float)
+        self._upper = np.array(c.upper, dtype=float)
+        self._zero = np.array(c.zero, dtype=float)
+        self._rate = np.array(c.max_rate, dtype=float)
+
+    def reconfigure(self, config: SafetyConfig) -> None:
+        """New limits at runtime; the latch, confirmation and freshness state carry over."""
+        if config.axes != self.config.axes:
+            raise InvalidSafetyConfig(f"the action has {self.config.axes} axes, not {config.axes}")
+        self.config = config
+        self.__post_init__()
+
+    # ---- inputs -------------------------------------------------------------------------
+    def on_observation(self, values: Sequence[float], now: float) -> bool:
+        """An observation refreshes the heartbeat only if the checked coordinates are usable."""
+        obs = np.asarray(values, dtype=float)
+        idx = self.config.workspace_observation_indices
+        if idx and (max(idx) >= obs.size or not np.all(np.isfinite(obs[list(idx)]))):
+            return False
+        self.observation = obs
+        self.last_observation = now
+        return True
+
+    def on_policy(self, data_offset: int, data: Sequence[float], now: float) -> Decision | None:
+        """None means: nothing to send (teleop holds the robot)."""
+        try:
+            episode, step, values = parse_command(data_offset, data, self.config.axes)
+        except InvalidCommand:
+            self.counters.rejected += 1
+            return self._stop("rejected", now)
+        self.last_policy = now
+        self.last_episode, self.last_step = episode, step
+        if self._teleop_active(now):
+            self.counters.preempted += 1
+            return None
+        gate = self._gate(now, check_policy=False)
+        if gate is None and not self._episode_confirmed(episode):
+            self.counters.unconfirmed += 1
+            gate = "unconfirmed"
+        if gate is not None:
+            return self._stop(gate, now)
+        return self._limit(values, episode, step, "policy", now)
+
+    def on_teleop(self, data_offset: int, data: Sequence[float], now: float) -> Decision:
+        """The operator drives without episode confirmation (they reset the scene this way),
+        but never through an e-stop, a stale observation or the limits."""
+        try:
+            episode, step, values = parse_command(data_offset, data, self.config.axes)
+        except InvalidCommand:
+            self.counters.rejected += 1
+            return self._stop("rejected", now)
+        self.last_teleop = now
+        gate = self._gate(now, check_policy=False)
+        if gate is not None:
+            return self._stop(gate, now)
+        return self._limit(values, episode, step, "teleop", now)
+
+    def on_estop(self, asserted: bool, now: float) -> Decision | None:
+        self.estop_input = bool(asserted)
+        if asserted:
+            if not self.estop_latched:
+                self.counters.estops += 1
+            self.estop_latched = True
+            return self._stop("estop", now)
+        return None
+
+    def rearm(self) -> tuple[bool, str]:
+        """Leaving a latched e-stop also revokes the episode confirmation: a human looks first."""
+        if self.estop_input:
+            return False, "e-stop is still asserted; release it (publish false) first"
+        was = self.estop_latched
+        self.estop_latched = False
+        self.confirm_pending = False
+        self.confirmed_episode = None
+        return True, "re-armed; confirm the episode to start" if was else "was not latched"
+
+    def confirm_episode(self) -> tuple[bool, str]:
+        """Confirms the next episode number the policy sends (or the current one if none yet)."""
+        if self.estop_latched:
+            return False, "e-stop latched; re-arm first"
+        self.confirm_pending = True
+        return True, "next episode confirmed"
+
+    def tick(self, now: float) -> Decision | None:
+        """Watchdog: a stop command every tick while the robot must not move, else None."""
+        gate = self._gate(now, check_policy=True)
+        if gate is None and not self._teleop_active(now):
+            if not self._episode_confirmed(self.last_episode, consume=False):
+                gate = "unconfirmed"
+        if gate is None:
+            self._tripped = False
+            return None
+        if gate == "stale" and not self._tripped:
+            self.counters.watchdog_trips += 1
+            self._tripped = True
+        return self._stop(gate, now)
+
+    # ---- rules --------------------------------------------------------------------------
+    def _teleop_active(self, now: float) -> bool:
+        return self.last_teleop is not None and now - self.last_teleop < self.config.teleop_hold
+
+    def _gate(self, now: float, check_policy: bool) -> str | None:
+        if self.estop_latched:
+            return "estop"
+        stale = self.config.stale_after
+        if self.last_observation is None or now - self.last_observation > stale:
+            return "stale"
+        if check_policy:
+            source = self.last_teleop if self._teleop_active(now) else self.last_policy
+            if source is None or now - source > stale:
+                return "stale"
+        return None
+
+    def _episode_confirmed(self, episode: int, consume: bool = True) -> bool:
+        if not self.config.require_confirmation:
+            return True
+        if self.confirmed_episode is not None and episode == self.confirmed_episode:
+            return True
+        if self.confirm_pending:
+            if consume:
+                self.confirmed_episode, self.confirm_pending = episode, False
+            return True
+        return False
+
+    def _stop(self, reason: str, now: float) -> Decision:
+        out = self._zero.copy()
+        if self.last_sent is not None:
+            for axis in self.config.hold_axes:
+                out[axis] = self.last_sent[axis]
+        return self._send(out, self.last_episode, self.last_step, reason, now)
+
+    def _limit(self, values: np.ndarray, episode: int, step: int, source: str, now: float) -> Decision:
+        out = np.clip(values, self._lower, self._upper)
+        if not np.array_equal(out, values):
+            self.counters.clamped += 1
+        if self.last_sent is not None and self.last_sent_time is not None:
+            dt = max(now - self.last_sent_time, 0.0)
+            limited = self._rate > 0
+            step_max = np.where(limited, self._rate * dt, np.inf)
+            ramped = np.clip(out, self.last_sent - step_max, self.last_sent + step_max)
+            if not np.array_equal(ramped, out):
+                self.counters.rate_limited += 1
+            out = ramped
+        out = self._workspace(out)
+        out = np.clip(out, self._lower, self._upper)
+        self.counters.passed += 1
+        return self._send(out, episode, step, source, now)
+
+    def _workspace(self, out: np.ndarray) -> np.ndarray:
+        """Outside the box only motion back toward it survives, axis by axis."""
+        c = self.config
+        if not c.workspace_observation_indices or self.observation is None:
+            return out
+        out = out.copy()
+        hit = False
+        for i, lo, hi, axis in zip(
+            c.workspace_observation_indices, c.workspace_lower, c.workspace_upper, c.workspace_action_axes,
+            strict=True,
+        ):
+            pos = self.observation[i]
+            if pos > hi and out[axis] > 0:
+                out[axis], hit = 0.0, True
+            elif pos < lo and out[axis] < 0:
+                out[axis], hit = 0.0, True
+        if hit:
+            self.counters.workspace_limited += 1
+        return out
+
+    def _send(self, out: np.ndarray, episode: int, step: int, reason: str, now: float) -> Decision:
+        self.last_sent, self.last_sent_time, self.last_reason = out, now, reason
+        return Decision(tuple(float(v) for v in out), episode, step, reason)
+
+    # ---- reporting ----------------------------------------------------------------------
+    def status(self, now: float) -> dict[str, str]:
+        def age(t: float | None) -> str:
+            return "never" if t is None else f"{now - t:.3f}"
+
+        c = self.counters
+        return {
+            "state": self.last_reason,
+            "estop_latched": str(self.estop_latched),
+            "confirmed_episode": str(self.confirmed_episode),
+            "confirm_pending": str(self.confirm_pending),
+            "teleop_active": str(self._teleop_active(now)),
+            "observation_age_s": age(self.last_observation),
+            "policy_age_s": age(self.last_policy),
+            "last_command": "" if self.last_sent is None else ",".join(f"{v:.4g}" for v in self.last_sent),
+            **{name: str(getattr(c, name)) for name in c.__dataclass_fields__},
+        }

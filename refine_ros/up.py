@@ -1,0 +1,277 @@
+"""`refine up PROFILE`: a profile's whole node set in one process, for machines without
+`ros2 launch` (a venv with the ROS 2 client wheels is enough).
+
+Why it is built this way:
+- The node set, parameters and remappings come from `bringup.resolve_profile`, the same
+  source the launch files read, so `refine up door_sim` and `ros2 launch refine_ros
+  door_sim.launch.py` run the same graph.
+- Each node spins in its own single-threaded executor on its own thread: the learner's control
+  callback then never waits behind the simulator's physics step or the logger's queueing in
+  one shared executor (see `bench_latency` for the measured action latency). All nodes share
+  one private rclpy context, so the function can run more than once in a process (tests).
+- The process ends when the analysis node publishes its stop (exit 0), after `timeout_s`
+  (exit 1: the run did not finish) or on Ctrl-C (exit 130); every node is destroyed in
+  reverse start order, so the logger flushes its open batch before the context goes away.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from refine_ros.bringup import NodeSpec, Profile, ProfileError, resolve_profile
+
+EXIT_STOPPED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 130
+
+
+@dataclass
+class UpOptions:
+    """What the `refine up` command line can change; None keeps the profile's value."""
+
+    run_dir: Path | None = None
+    """Run directory (the database is <run_dir>/run.db)."""
+    analyst: str | None = None
+    """offline | openai | replay | record."""
+    transcript: Path | None = None
+    """JSONL transcript for record/replay."""
+    rounds: int | None = None
+    """Most refinement rounds."""
+    episodes: int | None = None
+    """Diagnostic episodes per round."""
+    max_steps: int | None = None
+    """Cap on episode length (smoke runs)."""
+    live: bool = False
+    """Real profiles only: command the hardware; otherwise they run as a dry run."""
+    sets: Sequence[str] = field(default_factory=list)
+    """`node.param=value` overrides (value parsed as YAML)."""
+    timeout_s: float | None = None
+    """Stop after this many seconds even if the run is not over."""
+
+
+def parse_set(text: str) -> tuple[str, str, Any]:
+    """`node.param=value` -> (node, param, value); the value is read as YAML (3, 0.5, true,
+    [1, 2], text). Raises ProfileError with the expected form."""
+    key, sep, raw = text.partition("=")
+    node, dot, param = key.strip().partition(".")
+    if not sep or not dot or not node or not param:
+        raise ProfileError(f"--set {text!r}: expected NODE.PARAM=VALUE, e.g. learner_node.max_steps=30")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"--set {text!r}: value is not valid YAML: {exc}") from None
+    return node, param, value
+
+
+def plan_profile(name: str, options: UpOptions) -> Profile:
+    """Resolve the profile with the options applied (no ROS needed: tested on its own)."""
+    overrides: dict[str, Any] = {}
+    declared = {a.name for a in _arguments(name)}
+    for arg, value in (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
+                       ("episodes", options.episodes)):
+        if value is not None and arg in declared:
+            overrides[arg] = str(value) if isinstance(value, Path) else value
+    if "rviz" in declared:
+        overrides["rviz"] = False  # RViz is a separate program; never started in-process
+    if "dry_run" in declared:
+        overrides["dry_run"] = not options.live
+    profile = resolve_profile(name, overrides)
+    nodes = {spec.name: spec for spec in profile.nodes}
+    params = {spec.name: dict(spec.parameters) for spec in profile.nodes}
+
+    def put(node: str, param: str, value: Any) -> None:
+        if node in params:
+            params[node][param] = value
+
+    if options.max_steps is not None:
+        put("learner_node", "max_steps", int(options.max_steps))
+    if options.transcript is not None:
+        put("analysis_node", "transcript", str(options.transcript))
+    for arg, value in (("run_dir", options.run_dir), ("analyst", options.analyst), ("rounds", options.rounds),
+                       ("episodes", options.episodes)):
+        if value is not None and arg not in declared:  # a profile without the argument still gets it
+            target = {"analyst": ("analysis_node",), "episodes": ("learner_node",),
+                      "rounds": ("learner_node", "analysis_node"),
+                      "run_dir": ("learner_node", "analysis_node", "rollout_logger")}[arg]
+            for node in target:
+                put(node, arg, str(value) if isinstance(value, Path) else value)
+    for text in options.sets:
+        node, param, value = parse_set(text)
+        if node not in nodes:
+            raise ProfileError(f"--set {text!r}: profile {name!r} has no node {node!r}; nodes: {', '.join(nodes)}")
+        params[node][param] = value
+    specs = tuple(
+        NodeSpec(name=s.name, package=s.package, executable=s.executable, module=s.module,
+                 class_name=s.class_name, parameters=params[s.name], remappings=s.remappings)
+        for s in profile.nodes
+    )
+    return Profile(name=profile.name, description=profile.description, kind=profile.kind, task=profile.task,
+                   arguments=profile.arguments, nodes=specs, urdf=profile.urdf, rviz_config=profile.rviz_config)
+
+
+def _arguments(name: str):
+    from refine_ros.bringup import launch_arguments
+
+    return launch_arguments(name)
+
+
+def _node_kwargs(spec: NodeSpec, context) -> dict[str, Any]:
+    from rclpy.parameter import Parameter
+
+    overrides = [Parameter(k, value=float(v) if isinstance(v, int) and not isinstance(v, bool)
+                           and _float_param(spec, k) else v)
+                 for k, v in spec.parameters.items()]
+    kwargs: dict[str, Any] = {"parameter_overrides": overrides, "context": context}
+    if spec.remappings:
+        args = ["--ros-args"]
+        for src, dst in spec.remappings:
+            args += ["-r", f"{src}:={dst}"]
+        kwargs["cli_args"] = args
+    return kwargs
+
+
+def _float_param(spec: NodeSpec, name: str) -> bool:
+    """YAML writes 30 for a float parameter as happily as 30.0; the node's declared default
+    decides (rclpy refuses an integer for a double parameter)."""
+    module = importlib.import_module(spec.module)
+    table = getattr(module, "PARAMETERS", None)
+    if not isinstance(table, dict) or name not in table:
+        return False
+    default = table[name][0] if isinstance(table[name], tuple) else table[name]
+    return isinstance(default, float)
+
+
+def start_nodes(profile: Profile, context) -> list[Any]:
+    """Instantiate every node of the profile in order; on a failure destroy those started."""
+    nodes: list[Any] = []
+    try:
+        for spec in profile.nodes:
+            cls = getattr(importlib.import_module(spec.module), spec.class_name)
+            try:
+                nodes.append(cls(**_node_kwargs(spec, context)))
+            except Exception as exc:
+                raise ProfileError(f"node {spec.name} ({spec.target}) failed to start: {exc}") from exc
+    except BaseException:
+        for node in reversed(nodes):
+            node.destroy_node()
+        raise
+    return nodes
+
+
+class _Spinner:
+    """One executor per node, each on its own thread."""
+
+    def __init__(self, nodes: list[Any], context) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.executors = []
+        self.threads = []
+        for node in nodes:
+            executor = SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            thread = threading.Thread(target=self._spin, args=(executor,), name=f"spin-{node.get_name()}",
+                                      daemon=True)
+            self.executors.append(executor)
+            self.threads.append(thread)
+
+    @staticmethod
+    def _spin(executor) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            executor.spin()
+        except (ExternalShutdownException, KeyboardInterrupt):
+            pass
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        for executor in self.executors:
+            executor.shutdown(timeout_sec=5.0)
+        for thread in self.threads:
+            thread.join(5.0)
+
+
+def run_profile(profile: str, options: UpOptions) -> int:
+    """Run the profile's nodes until the analysis node stops the run; returns the exit code."""
+    import rclpy
+    from tqdm.auto import tqdm
+
+    resolved = plan_profile(profile, options)
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    nodes: list[Any] = []
+    spinner = None
+    code = EXIT_STOPPED
+    try:
+        nodes = start_nodes(resolved, context)
+        spinner = _Spinner(nodes, context)
+        spinner.start()
+        analysis = next((n for n in nodes if hasattr(n, "finished") and hasattr(n, "rounds")), None)
+        rounds = int(_param(resolved, "analysis_node", "rounds", 0) or 0)
+        deadline = None if options.timeout_s is None else time.monotonic() + float(options.timeout_s)
+        bar = tqdm(total=rounds or None, desc=f"refine up {profile}", unit="round")
+        try:
+            while True:
+                if analysis is not None:
+                    bar.update(len(analysis.rounds) - bar.n)
+                    if analysis.finished.wait(0.5):
+                        bar.update(len(analysis.rounds) - bar.n)
+                        break
+                else:
+                    time.sleep(0.5)  # a profile without an analysis node runs until timeout / Ctrl-C
+                if deadline is not None and time.monotonic() >= deadline:
+                    print(f"[refine] timeout after {options.timeout_s:g} s; the run did not finish", flush=True)
+                    code = EXIT_TIMEOUT
+                    break
+        finally:
+            bar.close()
+        learner = next((n for n in nodes if hasattr(n, "stopped") and hasattr(n, "plan")), None)
+        if code == EXIT_STOPPED and learner is not None:
+            learner.stopped.wait(5.0)  # the learner saw the stop before its DDS peers go away
+        if analysis is not None and analysis.finished.is_set():
+            print(_summary(analysis), flush=True)
+    except KeyboardInterrupt:
+        print("[refine] interrupted", flush=True)
+        code = EXIT_INTERRUPTED
+    finally:
+        if spinner is not None:
+            spinner.stop()
+        for node in reversed(nodes):
+            try:
+                node.destroy_node()
+            except Exception as exc:  # one node failing to close must not keep the others open
+                print(f"[refine] closing {node.get_name()}: {exc}", flush=True)
+        rclpy.try_shutdown(context=context)
+    return code
+
+
+def _param(profile: Profile, node: str, name: str, default: Any) -> Any:
+    for spec in profile.nodes:
+        if spec.name == node:
+            return spec.parameters.get(name, default)
+    return default
+
+
+def _summary(analysis: Any) -> str:
+    best = analysis.best
+    lines = [f"[refine] run {analysis.run_id}: {len(analysis.rounds)} round(s); {analysis.stop_reason}"]
+    if best is not None:
+        metric = analysis.spec.metric
+        sel = best.metrics.get("selection", {}).get("metric_mean", math.nan)
+        ev = best.metrics.get("eval", {})
+        lines.append(f"[refine] best round {best.round}: {metric.name} {sel:.4g} (selection)"
+                     f", eval {ev.get('metric_mean', math.nan):.4g} ± {ev.get('metric_std', math.nan):.3g}")
+    lines.append(f"[refine] database: {analysis.run_dir / 'run.db'}")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Build script shared by colcon (ament_python) and pip.
+
+colcon runs `setup.py develop/install` and needs the data files laid out as an ament prefix;
+pip users get the same prefix inside their venv, so `ros2 launch` and `ament_index_python`
+find the package either way.
+"""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+from setuptools.dist import Distribution
+
+
+class AmentDistribution(Distribution):
+    """setuptools' editable build asks the distribution for `has_data()`, which only exists as
+    `has_data_files()`, so `pip install -e .` silently skipped the ament prefix (launch/,
+    config/, urdf/, package marker). Answering the question it asks fixes that."""
+
+    def has_data(self) -> bool:
+        return self.has_data_files()
+
+
+PACKAGE = "refine_ros"
+
+NODES = {
+    "sim_node": "refine_ros.nodes.sim_node:main",
+    "learner_node": "refine_ros.nodes.learner_node:main",
+    "rollout_logger": "refine_ros.nodes.rollout_logger:main",
+    "analysis_node": "refine_ros.nodes.analysis_node:main",
+    "safety_node": "refine_ros.nodes.safety_node:main",
+    "arm_bridge": "refine_ros.nodes.arm_bridge:main",
+    "rc_car_bridge": "refine_ros.nodes.rc_car_bridge:main",
+    "track_detector": "refine_ros.nodes.track_detector:main",
+}
+
+setup(
+    distclass=AmentDistribution,
+    name=PACKAGE,
+    version="0.1.0",
+    description="Self-refining structured robot policies for ROS 2",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["refine_core", "refine_core.*", "refine_ros", "refine_ros.*"]),
+    package_data={"refine_core": ["policy/programs/*.py", "analyst/offline/edits/*.py"]},
+    include_package_data=True,
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.rviz")),
+        ("share/" + PACKAGE + "/urdf", glob("urdf/*")),
+    ],
+    install_requires=[
+        "numpy>=1.24",
+        "pandas>=2.0",
+        "scipy>=1.10",
+        "gymnasium[box2d]>=1.0",
+        "metaworld>=3.0",
+        "sqlite-utils>=3.35",
+        "openai>=1.30",
+        "tqdm>=4.60",
+        "matplotlib>=3.7",
+        "pyyaml>=6.0",
+        "opencv-python-headless>=4.8",
+        "mcap>=1.1",
+        "mcap-ros2-support>=0.5",
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.4"],
+        "ray": ["ray>=2.9"],
+    },
+    entry_points={
+        "console_scripts": ["refine = refine_core.cli:main"]
+        + [f"{name} = {target}" for name, target in NODES.items()],
+    },
+    zip_safe=True,
+)

@@ -1,0 +1,20 @@
+"""Shared test setup: headless rendering, an isolated DDS domain per run, temp run dirs."""
+
+import os
+
+# Headless MuJoCo; egl needs a GPU, osmesa does not.
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
+# Keep DDS traffic on loopback and away from other test runs on the same machine.
+os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    path = tmp_path / "run"
+    path.mkdir()
+    return path

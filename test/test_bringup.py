@@ -1,0 +1,250 @@
+"""bringup.py: every shipped profile resolves (with and without overrides) into a node set
+whose modules exist, and every kind of bad input is a ProfileError that says what to fix.
+Runs without rclpy or launch: the module must not import them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from refine_ros import bringup
+from refine_ros.bringup import ProfileError, coerce, profile_names, resolve_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ("door_sim", "car_sim", "arm_real", "rc_car_real")
+
+
+def test_the_four_profiles_are_found():
+    assert sorted(profile_names()) == sorted(PROFILES)
+
+
+def test_import_needs_neither_rclpy_nor_launch():
+    code = (
+        "import sys; import refine_ros.bringup as b; b.resolve_profile('door_sim', check_modules=False); "
+        "bad = [m for m in ('rclpy', 'launch', 'launch_ros') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_profile_resolves_with_defaults(name):
+    profile = resolve_profile(name, check_modules=False)
+    assert profile.name == name and profile.description
+    assert profile.kind == ("real" if name.endswith("_real") else "sim")
+    names = [n.name for n in profile.nodes]
+    assert {"learner_node", "rollout_logger", "analysis_node"} <= set(names)
+    if profile.kind == "sim":
+        assert "sim_node" in names and "safety_node" not in names
+        assert profile.node("sim_node").parameters["task"] == profile.task
+    else:
+        assert "safety_node" in names and profile.dry_run is True  # safe by default
+        assert profile.node("safety_node").parameters["dry_run"] is True
+    for node in profile.nodes:
+        assert node.package == "refine_ros" and node.executable == node.name
+        assert node.module == f"refine_ros.nodes.{node.name}" and node.class_name
+        if "task" in node.parameters:
+            assert node.parameters["task"] == profile.task
+    assert profile.urdf is not None and profile.urdf.is_file()
+    assert profile.rviz_config.name == "refine.rviz"
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_overrides_reach_the_node_parameters(name):
+    overrides = {"analyst": "replay", "run_dir": "/tmp/somewhere", "rounds": "7", "rviz": "false"}
+    if name.endswith("_real"):
+        overrides["dry_run"] = "false"
+    profile = resolve_profile(name, overrides, check_modules=False)
+    assert profile.arguments["rounds"] == 7 and profile.rviz is False
+    assert profile.node("analysis_node").parameters["analyst"] == "replay"
+    assert profile.node("learner_node").parameters["rounds"] == 7
+    assert profile.node("rollout_logger").parameters["run_dir"] == "/tmp/somewhere"
+    if name.endswith("_real"):
+        assert profile.node("safety_node").parameters["dry_run"] is False
+    # overrides never leak into the next resolution
+    defaults = {a.name: a.default for a in bringup.launch_arguments(name)}
+    assert resolve_profile(name, check_modules=False).arguments == defaults
+
+
+def test_python_values_work_as_overrides_too():
+    profile = resolve_profile("door_sim", {"rounds": 2, "rviz": False, "episodes": 1.0}, check_modules=False)
+    assert profile.arguments["rounds"] == 2 and profile.arguments["episodes"] == 1
+
+
+def test_node_modules_of_this_area_exist():
+    """sim_node and rollout_logger (and the safety/bridge nodes) are importable modules."""
+    profile = resolve_profile("rc_car_real", check_modules=False)
+    for name in ("rollout_logger", "safety_node", "rc_car_bridge", "track_detector"):
+        assert profile.node(name).module_available(), name
+    assert resolve_profile("door_sim", check_modules=False).node("sim_node").module_available()
+
+
+def test_unknown_profile_lists_the_profiles():
+    with pytest.raises(ProfileError) as err:
+        resolve_profile("moon_rover")
+    assert "moon_rover" in str(err.value)
+    for name in PROFILES:
+        assert name in str(err.value)
+
+
+def test_unknown_override_names_the_valid_arguments():
+    with pytest.raises(ProfileError, match="no argument.*speed.*its arguments are: analyst"):
+        resolve_profile("door_sim", {"speed": "9"}, check_modules=False)
+    with pytest.raises(ProfileError, match="dry_run"):  # sim profiles have no dry_run
+        resolve_profile("car_sim", {"dry_run": "true"}, check_modules=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "default", "expected"),
+    [("true", False, True), ("0", True, False), ("12", 3, 12), ("2.5", 1.0, 2.5), (4, "x", "4")],
+)
+def test_coerce_gives_launch_strings_the_default_type(value, default, expected):
+    assert coerce(value, default, "arg") == expected
+    assert type(coerce(value, default, "arg")) is type(expected)
+
+
+@pytest.mark.parametrize(("value", "default"), [("maybe", True), ("3.5", 3), ("three", 3), ("x", 1.0)])
+def test_coerce_rejects_values_of_the_wrong_type(value, default):
+    with pytest.raises(ProfileError, match="argument 'arg' must be"):
+        coerce(value, default, "arg")
+
+
+def _write(tmp: Path, name: str, data) -> None:
+    (tmp / "config").mkdir(exist_ok=True)
+    text = data if isinstance(data, str) else yaml.safe_dump(data)
+    (tmp / "config" / f"{name}.yaml").write_text(text)
+    (tmp / "config" / "refine.rviz").write_text("Panels: []\n")
+
+
+def _profile(**changes):
+    data = {
+        "profile": "mini", "kind": "sim", "task": "door_open", "description": "a test profile",
+        "arguments": {"run_dir": {"default": "runs/x"}},
+        "nodes": [{"name": "rollout_logger", "executable": "rollout_logger",
+                   "module": "refine_ros.nodes.rollout_logger", "class": "RolloutLogger",
+                   "parameters": {"batch_size": 10}, "from_arguments": {"run_dir": "run_dir"},
+                   "remappings": {"refine/observation": "/robot/observation"}}],
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.fixture
+def fake_share(tmp_path, monkeypatch):
+    monkeypatch.setattr(bringup, "share_dirs", lambda: [tmp_path])
+    return tmp_path
+
+
+def test_a_custom_profile_with_remappings_and_no_urdf(fake_share):
+    _write(fake_share, "mini", _profile())
+    profile = resolve_profile("mini", {"run_dir": "/data/run"})
+    node = profile.node("rollout_logger")
+    assert node.parameters == {"batch_size": 10, "run_dir": "/data/run"}
+    assert node.remappings == (("refine/observation", "/robot/observation"),)
+    assert node.target == "refine_ros.nodes.rollout_logger:RolloutLogger"
+    assert profile.urdf is None and profile.robot_description() == ""
+    with pytest.raises(KeyError, match="no node 'sim_node'"):
+        profile.node("sim_node")
+
+
+def test_a_missing_node_module_is_reported(fake_share):
+    nodes = _profile()["nodes"] + [{"name": "ghost", "executable": "ghost", "module": "refine_ros.nodes.ghost_node",
+                                    "class": "Ghost"}]
+    _write(fake_share, "mini", _profile(nodes=nodes))
+    with pytest.raises(ProfileError, match=r"module\(s\) not found: ghost \(refine_ros.nodes.ghost_node\)"):
+        resolve_profile("mini")
+    assert [n.name for n in resolve_profile("mini", check_modules=False).nodes] == ["rollout_logger", "ghost"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"kind": "orbital"}, "kind must be one of"),
+        ({"nodes": "sim_node"}, "'nodes' must be a list"),
+        ({"arguments": {"rounds": 3}}, "argument 'rounds' needs a mapping with a 'default'"),
+        ({"nodes": [{"name": "a", "executable": "a", "module": "m"}]}, "needs a non-empty string 'class'"),
+        ({"urdf": "nowhere.urdf"}, "URDF 'nowhere.urdf' not found"),
+    ],
+)
+def test_malformed_profiles_are_clear_errors(fake_share, changes, message):
+    _write(fake_share, "mini", _profile(**changes))
+    with pytest.raises(ProfileError, match=message):
+        resolve_profile("mini", check_modules=False)
+
+
+def test_duplicate_nodes_bad_argument_refs_and_empty_lists(fake_share):
+    node = _profile()["nodes"][0]
+    _write(fake_share, "mini", _profile(nodes=[node, node]))
+    with pytest.raises(ProfileError, match="appears twice"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(nodes=[{**node, "from_arguments": {"rounds": "rounds"}}]))
+    with pytest.raises(ProfileError, match="reads unknown argument 'rounds'"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(nodes=[{**node, "parameters": {"hold_axes": []}}]))
+    with pytest.raises(ProfileError, match="empty list"):
+        resolve_profile("mini", check_modules=False)
+
+
+def test_invalid_yaml_is_a_clear_error(fake_share):
+    _write(fake_share, "mini", "profile: mini\nnodes: [unclosed\n")
+    _write(fake_share, "other", _profile(profile="other"))
+    assert profile_names() == ["other"]  # only files that parse are offered
+    with pytest.raises(ProfileError, match="mini.yaml: not valid YAML"):
+        resolve_profile("mini")
+    _write(fake_share, "third", {"something": "else"})
+    with pytest.raises(ProfileError, match="not a profile"):
+        resolve_profile("third")
+
+
+def test_launch_arguments_carry_defaults_for_ros2_launch():
+    args = {a.name: a for a in bringup.launch_arguments("arm_real")}
+    assert {"analyst", "run_dir", "rounds", "rviz", "dry_run", "episodes"} <= set(args)
+    assert args["dry_run"].default_text == "true" and args["rounds"].default_text == "3"
+    assert all(a.description for a in args.values())
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "urdf").glob("*.urdf")), ids=lambda p: p.name)
+def test_urdfs_are_valid_trees(path):
+    robot = ET.parse(path).getroot()
+    assert robot.tag == "robot" and robot.get("name")
+    links = {link.get("name") for link in robot.findall("link")}
+    joints = robot.findall("joint")
+    assert joints and len(links) == len(robot.findall("link"))  # unique link names
+    children = [j.find("child").get("link") for j in joints]
+    parents = [j.find("parent").get("link") for j in joints]
+    assert set(children) | set(parents) <= links
+    assert len(children) == len(set(children))  # a tree: one parent per link
+    roots = links - set(children)
+    assert roots == {"world"}  # everything hangs off the RViz fixed frame
+    for joint in joints:
+        kind = joint.get("type")
+        assert kind in {"fixed", "revolute", "continuous", "prismatic"}
+        if kind in {"revolute", "prismatic"}:
+            limit = joint.find("limit")
+            assert limit is not None and float(limit.get("lower")) <= float(limit.get("upper"))
+
+
+def test_urdf_joint_names_match_what_the_sim_publishes():
+    from refine_ros.adapters import FINGER_JOINTS, WHEEL_JOINTS
+
+    door = {j.get("name") for j in ET.parse(ROOT / "urdf" / "door_scene.urdf").getroot().findall("joint")}
+    assert {f"right_j{i}" for i in range(7)} | set(FINGER_JOINTS) | {"door_hinge"} <= door
+    car = {j.get("name") for j in ET.parse(ROOT / "urdf" / "rc_car.urdf").getroot().findall("joint")}
+    assert {"car_x", "car_y", "car_yaw", "front_left_steer_joint", *WHEEL_JOINTS} <= car
+
+
+def test_rviz_config_shows_markers_camera_and_robot_model():
+    config = yaml.safe_load((ROOT / "config" / "refine.rviz").read_text())
+    manager = config["Visualization Manager"]
+    assert manager["Global Options"]["Fixed Frame"] == "world"
+    displays = {d["Class"]: d for d in manager["Displays"]}
+    assert displays["rviz_default_plugins/MarkerArray"]["Topic"]["Value"] == "/refine/markers"
+    assert displays["rviz_default_plugins/Image"]["Topic"]["Value"] == "/refine/camera"
+    assert displays["rviz_default_plugins/RobotModel"]["Description Topic"]["Value"] == "/robot_description"
+    assert displays["rviz_default_plugins/Path"]["Topic"]["Value"] == "/refine/track_ahead"
+    assert "rviz_default_plugins/TF" in displays

@@ -1,0 +1,298 @@
+"""Hardware bridges over real DDS against fake driver topics, and the lifecycle of every
+real-robot node (declared parameters, clean shutdown as a real process)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+from nav_msgs.msg import Odometry
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Float64MultiArray, String
+
+from refine_ros import qos
+from refine_ros.messages import pack_json, pack_vector, unpack_json, unpack_vector
+from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def wait_until(predicate, timeout=5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.002)
+    return False
+
+
+class Graph:
+    """Nodes of one test in their own context, each spun by its own executor thread."""
+
+    def __init__(self) -> None:
+        self.ctx = Context()
+        rclpy.init(context=self.ctx)
+        self.nodes: list[Node] = []
+        self.executors: list[SingleThreadedExecutor] = []
+
+    def add(self, node: Node) -> Node:
+        ex = SingleThreadedExecutor(context=self.ctx)
+        ex.add_node(node)
+        threading.Thread(target=self._spin, args=(ex,), daemon=True).start()
+        self.nodes.append(node)
+        self.executors.append(ex)
+        return node
+
+    @staticmethod
+    def _spin(ex) -> None:
+        try:
+            ex.spin()
+        except Exception:  # context shut down at teardown
+            pass
+
+    def close(self) -> None:
+        for ex in self.executors:
+            ex.shutdown(timeout_sec=2.0)
+        for node in self.nodes:
+            node.destroy_node()
+        rclpy.shutdown(context=self.ctx)
+
+
+@pytest.fixture
+def graph():
+    g = Graph()
+    yield g
+    g.close()
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.items: list = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msg) -> None:
+        with self.lock:
+            self.items.append(msg)
+
+    def last(self):
+        with self.lock:
+            return self.items[-1] if self.items else None
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.items)
+
+
+def pose(x, y, z, w=1.0, qx=0.0, qy=0.0, qz=0.0) -> PoseStamped:
+    msg = PoseStamped()
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
+    o = msg.pose.orientation
+    o.w, o.x, o.y, o.z = w, qx, qy, qz
+    return msg
+
+
+# ---- arm ---------------------------------------------------------------------------------------
+def test_arm_bridge_commands_and_door_observation(graph):
+    bridge = graph.add(arm_bridge.ArmBridge(context=graph.ctx, parameter_overrides=[
+        Parameter("max_speed", value=0.2), Parameter("frame_id", value="arm_base"),
+        Parameter("gripper_open", value=0.04), Parameter("gripper_closed", value=0.0),
+        Parameter("gripper_joints", value=["f1", "f2"]), Parameter("gripper_max_width", value=0.08),
+        Parameter("target_position", value=[0.1, 0.8, 0.15]),
+    ]))  # fmt: skip
+    fake = graph.add(Node("fake_arm", context=graph.ctx))
+    twists, grips, obs, cols = Inbox(), Inbox(), Inbox(), Inbox()
+    fake.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", twists, qos.COMMAND)
+    fake.create_subscription(Float64, "/gripper_command", grips, qos.COMMAND)
+    fake.create_subscription(Float64MultiArray, "refine/observation", obs, qos.LOG)
+    fake.create_subscription(String, "refine/observation_columns", cols, qos.LATCHED)
+    act = fake.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
+    joints = fake.create_publisher(JointState, "/joint_states", qos.SENSOR)
+    ee = fake.create_publisher(PoseStamped, "/ee_pose", qos.SENSOR)
+    handle = fake.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
+    events = fake.create_publisher(String, "refine/episode_events", qos.LATCHED)
+    assert wait_until(lambda: act.get_subscription_count() and ee.get_subscription_count()
+                      and handle.get_subscription_count() and joints.get_subscription_count())  # fmt: skip
+
+    # commands: scaled twist in the configured frame, gripper mapped onto the joint range
+    act.publish(pack_vector(0, 0, [0.5, -1.0, 0.25, 0.5]))
+    assert wait_until(lambda: len(twists) and len(grips))
+    t = twists.last()
+    assert t.header.frame_id == "arm_base"
+    assert (t.twist.linear.x, t.twist.linear.y, t.twist.linear.z) == pytest.approx((0.1, -0.2, 0.05))
+    assert grips.last().data == pytest.approx(0.02)
+    bad = Float64MultiArray(data=[0.0, 0.0, float("nan"), 0.0, 0.0, 0.0])
+    bad.layout.data_offset = 2
+    act.publish(bad)
+    assert wait_until(lambda: bridge.rejected == 1)  # COMMAND keeps only the newest: one at a time
+    act.publish(pack_vector(0, 1, [0.1, 0.2]))
+    assert wait_until(lambda: bridge.rejected == 2)
+    assert len(twists) == 1, "a malformed command must not move the arm"
+
+    # observations: the door schema, prev-step values, episode counter from the events
+    events.publish(pack_json({"event": "start", "episode": 5}))
+    assert wait_until(lambda: bridge.episode == 5)
+    joint_msg = JointState(name=["arm_1", "f1", "f2"], position=[0.3, 0.02, 0.02])
+
+    def publish_sensors(x):
+        joints.publish(joint_msg)
+        ee.publish(pose(x, 0.6, 0.2))
+        handle.publish(pose(0.05, 0.7, 0.16, w=0.0, qz=1.0))
+
+    for k in range(20):
+        publish_sensors(0.01 * k)
+        time.sleep(0.01)
+    assert wait_until(lambda: len(obs) > 5)
+    columns = unpack_json(cols.last())
+    assert len(columns) == 39 and columns[0] == "gripper_x" and columns[36] == "target_x"
+    first, last = unpack_vector(obs.items[0]), unpack_vector(obs.last())
+    assert first.episode == 5 and first.step == 0 and last.step > first.step
+    v = np.array(last.values)
+    assert v.shape == (39,)
+    assert v[1:3] == pytest.approx([0.6, 0.2])
+    assert v[3] == pytest.approx(0.5)  # 0.04 of 0.08 open
+    assert v[4:7] == pytest.approx([0.05, 0.7, 0.16])
+    assert v[7:11] == pytest.approx([0.0, 0.0, 0.0, 1.0])  # w, x, y, z
+    assert np.all(v[11:18] == 0)
+    assert v[36:39] == pytest.approx([0.1, 0.8, 0.15])
+    prev_msg = unpack_vector(obs.items[-2])
+    assert v[18:36] == pytest.approx(np.array(prev_msg.values)[:18]), "18-35 are the previous step"
+    assert np.array(first.values)[18:36] == pytest.approx(np.array(first.values)[:18])
+
+    # a dead sensor silences the heartbeat (the safety watchdog then stops the arm)
+    joints.publish(joint_msg)
+    handle.publish(pose(0.05, 0.7, 0.16))
+    time.sleep(0.2)
+    n = len(obs)
+    time.sleep(0.2)
+    assert len(obs) == n, "observations kept flowing without an end-effector pose"
+
+
+# ---- car ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command_type", ["twist", "array"])
+def test_rc_car_bridge_commands_and_semantic_observation(graph, command_type):
+    bridge = graph.add(rc_car_bridge.RcCarBridge(context=graph.ctx, parameter_overrides=[
+        Parameter("command_type", value=command_type), Parameter("max_speed", value=2.0),
+        Parameter("max_steer", value=0.5), Parameter("speed_to_sim", value=10.0),
+    ]))  # fmt: skip
+    fake = graph.add(Node("fake_car", context=graph.ctx))
+    cmds, obs = Inbox(), Inbox()
+    kind = Twist if command_type == "twist" else Float64MultiArray
+    fake.create_subscription(kind, "/cmd_vel", cmds, qos.COMMAND)
+    fake.create_subscription(Float64MultiArray, "refine/observation", obs, qos.LOG)
+    act = fake.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
+    odom = fake.create_publisher(Odometry, "/odom", qos.SENSOR)
+    wheels = fake.create_publisher(JointState, "/wheel_states", qos.SENSOR)
+    tiles = fake.create_publisher(Float64MultiArray, "track/tiles", qos.SENSOR)
+    assert wait_until(lambda: act.get_subscription_count() and odom.get_subscription_count()
+                      and tiles.get_subscription_count())  # fmt: skip
+
+    act.publish(pack_vector(0, 0, [0.5, 0.8, 0.2]))  # steer right
+    assert wait_until(lambda: len(cmds))
+    if command_type == "twist":
+        assert cmds.last().linear.x == pytest.approx(1.2)
+        assert cmds.last().angular.z == pytest.approx(-0.25), "negative z turns right in ROS"
+    else:
+        assert tuple(cmds.last().data) == pytest.approx((0.5, 0.8, 0.2))
+    act.publish(pack_vector(0, 1, [0.5, 0.8]))
+    assert wait_until(lambda: bridge.rejected == 1)
+
+    grid = np.arange(48, dtype=float) / 100.0
+    o = Odometry()
+    o.twist.twist.linear.x, o.twist.twist.linear.y = 3.0, 4.0  # 5 m/s -> 50 sim units -> 0.5
+    o.twist.twist.angular.z = 0.3
+    o.pose.pose.orientation.w, o.pose.pose.orientation.z = np.cos(np.pi / 8), np.sin(np.pi / 8)
+    w = JointState(name=["wheel_rr", "wheel_fl", "wheel_fr", "wheel_rl"], velocity=[4.0, 1.0, 2.0, 3.0])
+    for _ in range(20):
+        odom.publish(o)
+        wheels.publish(w)
+        tiles.publish(Float64MultiArray(data=list(grid)))
+        time.sleep(0.01)
+    assert wait_until(lambda: len(obs) > 3)
+    v = np.array(unpack_vector(obs.last()).values)
+    assert v.shape == (55,)
+    assert v[:48] == pytest.approx(grid)
+    assert v[48] == pytest.approx(0.5)
+    assert v[49] == pytest.approx(0.25)  # yaw pi/4 over pi
+    assert v[50] == pytest.approx(0.3)
+    assert v[51:55] == pytest.approx([1.0, 2.0, 3.0, 4.0])  # fl, fr, rl, rr whatever the order
+
+
+# ---- lifecycle ---------------------------------------------------------------------------------
+NODE_PARAMETERS = {
+    safety_node.SafetyNode: set(safety_node.DEFAULTS),
+    arm_bridge.ArmBridge: set(arm_bridge.PARAMETERS),
+    rc_car_bridge.RcCarBridge: set(rc_car_bridge.PARAMETERS),
+    track_detector.TrackDetector: set(track_detector.PARAMETERS),
+}
+
+
+@pytest.mark.parametrize("cls", list(NODE_PARAMETERS), ids=lambda c: c.__name__)
+def test_every_node_declares_described_parameters(graph, cls):
+    node = graph.add(cls(context=graph.ctx))
+    names = set(node.list_parameters([], 0).names)
+    assert NODE_PARAMETERS[cls] <= names
+    for desc in node.describe_parameters(sorted(NODE_PARAMETERS[cls])):
+        assert desc.description, desc.name
+    values = node.get_parameters(sorted(NODE_PARAMETERS[cls]))
+    assert all(p.value is not None for p in values)
+
+
+def test_bridges_refuse_bad_settings(graph):
+    car = graph.add(rc_car_bridge.RcCarBridge(context=graph.ctx))
+    assert not car.set_parameters([Parameter("wheel_joints", value=["a", "b"])])[0].successful
+    assert not car.set_parameters([Parameter("command_topic", value="/other")])[0].successful
+    assert not car.set_parameters([Parameter("max_speed", value=-1.0)])[0].successful  # range
+    arm = graph.add(arm_bridge.ArmBridge(context=graph.ctx))
+    assert not arm.set_parameters([Parameter("target_position", value=[1.0, 2.0])])[0].successful
+    with pytest.raises(ValueError):
+        rc_car_bridge.RcCarBridge(context=graph.ctx, parameter_overrides=[
+            Parameter("command_type", value="pwm")])  # fmt: skip
+
+
+@pytest.mark.timeout(90)
+def test_every_node_runs_as_a_process_and_exits_cleanly_on_sigint(tmp_path):
+    modules = ["safety_node", "arm_bridge", "rc_car_bridge", "track_detector"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs = {}
+    for m in modules:
+        log = open(tmp_path / f"{m}.log", "w+")
+        procs[m] = (subprocess.Popen(
+            [sys.executable, "-m", f"refine_ros.nodes.{m}", "--ros-args", "-r", f"__node:=life_{m}"],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        ), log)  # fmt: skip
+    ctx = Context()
+    rclpy.init(context=ctx)
+    probe = Node("lifecycle_probe", context=ctx)
+    try:
+        assert wait_until(lambda: {f"life_{m}" for m in modules} <= set(probe.get_node_names()), 60.0), (
+            probe.get_node_names()
+        )
+        time.sleep(0.5)  # let constructors finish after the node appears in the graph
+    finally:
+        probe.destroy_node()
+        rclpy.shutdown(context=ctx)
+    for proc, _ in procs.values():
+        proc.send_signal(signal.SIGINT)
+    for m, (proc, log) in procs.items():
+        try:
+            code = proc.wait(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        log.seek(0)
+        text = log.read()
+        log.close()
+        assert code == 0, f"{m} exited {code}:\n{text}"
+        assert "Traceback" not in text, text

@@ -1,0 +1,281 @@
+"""The sim node over real DDS (loopback): parameters, reset service, lockstep and real-time
+stepping, counted observations, typed topics, markers, camera, and a clean SIGINT exit."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
+
+from geometry_msgs.msg import PoseStamped  # noqa: E402
+from nav_msgs.msg import Odometry, Path  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray, String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
+
+from refine_core.tasks import get_task  # noqa: E402
+from refine_ros import qos  # noqa: E402
+from refine_ros.messages import pack_vector, unpack_vector  # noqa: E402
+from refine_ros.nodes.sim_node import SimNode  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0]}
+
+
+@pytest.fixture
+def ros():
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+class Harness:
+    """A sim node spinning in its own executor thread plus a client node the test spins."""
+
+    def __init__(self, task: str, **params) -> None:
+        overrides = [Parameter("task", value=task), *(Parameter(k, value=v) for k, v in params.items())]
+        self.sim = SimNode(parameter_overrides=overrides)
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.sim)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        self.client = rclpy.create_node("sim_test_client")
+        self.got: dict[str, list] = {k: [] for k in (
+            "obs", "reward", "expert", "markers", "camera", "events", "columns", "typed")}
+        self.respond = True
+        self.task = task
+        c = self.client
+        self.action_pub = c.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND)
+        c.create_subscription(Float64MultiArray, "refine/observation", self._on_obs, qos.STATE)
+        c.create_subscription(Float64MultiArray, "refine/reward",
+                              lambda m: self.got["reward"].append(unpack_vector(m)), qos.LOG)
+        c.create_subscription(Float64MultiArray, "refine/expert_action",
+                              lambda m: self.got["expert"].append(unpack_vector(m)), qos.STATE)
+        c.create_subscription(MarkerArray, "refine/markers", self.got["markers"].append, qos.SENSOR)
+        c.create_subscription(Image, "refine/camera", self.got["camera"].append, qos.SENSOR)
+        c.create_subscription(String, "refine/episode_events",
+                              lambda m: self.got["events"].append(json.loads(m.data)), qos.LATCHED)
+        c.create_subscription(String, "refine/observation_columns",
+                              lambda m: self.got["columns"].append(json.loads(m.data)), qos.LATCHED)
+        typed = ({"refine/gripper_pose": PoseStamped, "refine/handle_pose": PoseStamped,
+                  "refine/target_pose": PoseStamped, "joint_states": JointState}
+                 if task == "door_open" else
+                 {"refine/odom": Odometry, "refine/wheel_speeds": JointState,
+                  "refine/track_ahead": Path, "joint_states": JointState})
+        for topic, kind in typed.items():
+            c.create_subscription(kind, topic, lambda m, t=topic: self.got["typed"].append((t, m)), qos.STATE)
+        self.reset_client = c.create_client(Trigger, "sim/reset")
+        assert self.reset_client.wait_for_service(timeout_sec=10.0)
+        self.wait(lambda: self.got["columns"], 5.0)
+
+    def _on_obs(self, msg) -> None:
+        vec = unpack_vector(msg)
+        self.got["obs"].append(vec)
+        if self.respond:
+            self.action_pub.publish(pack_vector(vec.episode, vec.step, ACTIONS[self.task]))
+
+    def wait(self, predicate, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            rclpy.spin_once(self.client, timeout_sec=0.02)
+        return bool(predicate())
+
+    def reset(self) -> Trigger.Response:
+        future = self.reset_client.call_async(Trigger.Request())
+        assert self.wait(future.done, 20.0), "sim/reset did not answer"
+        return future.result()
+
+    def episode_done(self) -> bool:
+        return bool(self.got["reward"]) and self.got["reward"][-1].values[1] > 0.5
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.thread.join(5.0)
+        self.sim.destroy_node()
+        self.client.destroy_node()
+
+
+def test_parameters_are_declared_with_descriptions_and_ranges(ros):
+    h = Harness("door_open", publish_markers=False)
+    try:
+        names = [n for n in h.sim._parameters if n != "use_sim_time"]
+        for desc in h.sim.describe_parameters(names):
+            assert desc.description, f"parameter {desc.name} has no description"
+        seed = h.sim.describe_parameter("seed")
+        assert seed.integer_range and seed.integer_range[0].from_value == 0
+        rate = h.sim.describe_parameter("rate_hz")
+        assert rate.floating_point_range[0].to_value == 1000.0
+        result = h.sim.set_parameters([Parameter("seed", value=-5)])[0]
+        assert not result.successful  # outside the declared range
+        assert h.sim.set_parameters([Parameter("task", value="car_racing")])[0].successful is False
+    finally:
+        h.close()
+
+
+def test_unknown_task_is_a_clear_error(ros):
+    with pytest.raises(ValueError, match="unknown task 'chess'"):
+        SimNode(parameter_overrides=[Parameter("task", value="chess")])
+
+
+def test_door_lockstep_episode(ros):
+    spec = get_task("door_open").spec
+    h = Harness("door_open", max_steps=25, seed=7, episode=4)
+    try:
+        assert h.got["columns"][-1] == list(spec.observation_columns)
+        response = h.reset()
+        assert response.success and json.loads(response.message) == {"episode": 4, "seed": 7}
+        assert h.wait(h.episode_done, 30.0), "episode did not finish"
+        assert h.wait(lambda: any(e["event"] == "end" for e in h.got["events"]), 5.0)
+        h.wait(lambda: len(h.got["obs"]) >= 26, 2.0)
+
+        steps = [v.step for v in h.got["obs"]]
+        assert steps == list(range(26))  # first observation + one per step, in order
+        assert {v.episode for v in h.got["obs"]} == {4}
+        assert all(len(v.values) == 39 for v in h.got["obs"])
+        assert [r.step for r in h.got["reward"]] == list(range(25))
+        assert [r.values[1] for r in h.got["reward"]] == [0.0] * 24 + [1.0]
+        # the gripper moved the way the actions pushed it (+x, +y, -z)
+        first, last = h.got["obs"][0].values, h.got["obs"][-1].values
+        assert last[0] > first[0] + 0.01 and last[1] > first[1] + 0.01 and last[2] < first[2]
+        assert len(h.got["expert"]) == 25 and all(len(e.values) == 4 for e in h.got["expert"])
+
+        end = [e for e in h.got["events"] if e["event"] == "end"][-1]
+        assert end["episode"] == 4 and end["steps"] == 25.0 and end["metric"] > 0
+        topics = {t for t, _ in h.got["typed"]}
+        assert topics == {"refine/gripper_pose", "refine/handle_pose", "refine/target_pose", "joint_states"}
+        grip = [m for t, m in h.got["typed"] if t == "refine/gripper_pose"][-1]
+        assert grip.header.frame_id == "world"
+        assert grip.pose.position.x == pytest.approx(h.sim.env.unwrapped.gripper_position()[0], abs=1e-6)
+        joints = [m for t, m in h.got["typed"] if t == "joint_states"][-1]
+        assert joints.name[:7] == [f"right_j{i}" for i in range(7)] and "door_hinge" in joints.name
+
+        assert h.wait(lambda: h.got["markers"], 2.0)
+        namespaces = {m.ns for array in h.got["markers"] for m in array.markers}
+        assert {"door", "handle", "target", "gripper", "trail"} <= namespaces
+        trail = [m for m in h.got["markers"][-1].markers if m.ns == "trail"][0]
+        assert trail.type == Marker.LINE_STRIP and len(trail.points) >= 2
+
+        # a stale action (wrong step) is ignored: nothing moves after the episode ended either
+        before = h.sim.steps_taken
+        h.action_pub.publish(pack_vector(4, 3, ACTIONS["door_open"]))
+        h.wait(lambda: False, 0.3)
+        assert h.sim.steps_taken == before and h.sim.ignored_actions >= 1
+    finally:
+        h.close()
+
+
+def test_reset_uses_the_seed_parameter(ros):
+    h = Harness("door_open", publish_markers=False, publish_expert=False, seed=11)
+    try:
+        h.respond = False
+        h.reset()
+        h.wait(lambda: h.got["obs"], 5.0)
+        first = h.got["obs"][-1].values
+        h.sim.set_parameters([Parameter("seed", value=12)])
+        h.reset()
+        h.wait(lambda: len(h.got["obs"]) >= 2, 5.0)
+        other = h.got["obs"][-1].values
+        h.sim.set_parameters([Parameter("seed", value=11)])
+        h.reset()
+        h.wait(lambda: len(h.got["obs"]) >= 3, 5.0)
+        again = h.got["obs"][-1].values
+        assert [o.episode for o in h.got["obs"]] == [0, 1, 2]  # counts up by itself
+        assert first == again and first[4:7] != other[4:7]  # the door moves with the seed
+    finally:
+        h.close()
+
+
+def test_car_episode_with_markers_and_camera(ros):
+    h = Harness("car_racing", max_steps=40, publish_camera=True, camera_width=64, camera_height=48,
+                camera_rate_hz=50.0, marker_rate_hz=50.0)
+    try:
+        assert h.reset().success
+        assert h.wait(h.episode_done, 30.0)
+        odoms = lambda: [m for t, m in h.got["typed"] if t == "refine/odom"]  # noqa: E731
+        h.wait(lambda: len(h.got["obs"]) >= 41 and h.got["camera"] and len(odoms()) >= 41, 3.0)
+        assert [v.step for v in h.got["obs"]] == list(range(41))
+        speed = [v.values[48] for v in h.got["obs"]]
+        assert speed[-1] > speed[0]  # gas 0.6 accelerates the car
+
+        odom = odoms()[-1]
+        state = h.sim.env.unwrapped.car_state()
+        assert odom.pose.pose.position.x == pytest.approx(state["x"], abs=1e-6)
+        assert odom.twist.twist.linear.x > 0  # forward in the body frame
+        wheels = [m for t, m in h.got["typed"] if t == "refine/wheel_speeds"][-1]
+        assert len(wheels.velocity) == 4
+        path = [m for t, m in h.got["typed"] if t == "refine/track_ahead"][-1]
+        assert len(path.poses) == 24
+
+        arrays = h.got["markers"]
+        track = [m for a in arrays for m in a.markers if m.ns == "track"]
+        assert track and track[0].type == Marker.TRIANGLE_LIST
+        assert len(track[0].points) % 3 == 0 and len(track[0].colors) == len(track[0].points)
+        trail = [m for a in arrays for m in a.markers if m.ns == "trail" and m.action == Marker.ADD][-1]
+        assert len(trail.colors) == len(trail.points) >= 2  # coloured by speed
+        assert trail.colors[-1] != trail.colors[0]
+
+        image = h.got["camera"][-1]
+        assert (image.width, image.height, image.encoding) == (64, 48, "rgb8")
+        assert len(image.data) == 64 * 48 * 3 and len(set(bytes(image.data))) > 1
+    finally:
+        h.close()
+
+
+def test_door_camera_renders_offscreen(ros):
+    h = Harness("door_open", max_steps=2, publish_camera=True, camera_width=80, camera_height=60)
+    try:
+        assert h.reset().success
+        assert h.wait(lambda: h.got["camera"], 30.0), "no camera frame (MUJOCO_GL=osmesa?)"
+        image = h.got["camera"][0]
+        assert (image.width, image.height) == (80, 60) and len(set(bytes(image.data))) > 10
+    finally:
+        h.close()
+
+
+def test_real_time_steps_without_actions(ros):
+    h = Harness("car_racing", real_time=True, rate_hz=100.0, publish_markers=False, max_steps=1000)
+    try:
+        h.respond = False
+        assert h.reset().success
+        assert h.wait(lambda: len(h.got["obs"]) >= 20, 5.0)
+        steps = [v.step for v in h.got["obs"]]
+        assert steps == list(range(len(steps)))
+        # zero action: the car stays put (no gas)
+        assert abs(h.got["obs"][-1].values[48]) < 1e-3
+    finally:
+        h.close()
+
+
+def test_executable_exits_cleanly_on_sigint(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refine_ros.nodes.sim_node", "--ros-args", "-p", "task:=car_racing"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        line = ""
+        while time.monotonic() < deadline and "simulator ready" not in line:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                break
+        assert "simulator ready" in line, "sim node did not start"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out
