@@ -181,7 +181,9 @@ class TrialResult:
 
     @property
     def lossless(self) -> bool:
-        return self.rows == self.expected_rows and self.gap_events == 0 and self.complete
+        """Every row, no gap, and the publisher really reached the rate (within 5 %)."""
+        return (self.rows == self.expected_rows and self.gap_events == 0 and self.complete
+                and self.achieved_hz >= 0.95 * self.rate_hz)
 
 
 def count_logged(run_dir: Path, episode: int = 0) -> tuple[int, int, bool]:
@@ -219,7 +221,7 @@ def logger_trial(rate_hz: float, seconds: float, workdir: Path, env: dict[str, s
     return TrialResult(rate_hz, round(published["achieved_hz"], 1), steps, rows, gaps, complete)
 
 
-def bench_logger(rates: Sequence[float] = (200, 500, 1000, 2000), seconds: float = 3.0,
+def bench_logger(rates: Sequence[float] = (200, 500, 1000, 2000, 4000), seconds: float = 3.0,
                  progress: bool = True) -> dict[str, object]:
     """`logger_max_lossless_hz`: the highest rate of `rates` (tried in increasing order, stopping
     at the first loss) at which every step reached the database with no gap; 0 if none."""
@@ -241,6 +243,16 @@ def bench_logger(rates: Sequence[float] = (200, 500, 1000, 2000), seconds: float
     }
 
 
+def bench_ros(progress: bool = True) -> dict[str, object]:
+    """Every ROS figure of `refine bench --json`: the logger's lossless rate here, the action
+    latency with the learner in the loop from refine_ros.bench_latency."""
+    results: dict[str, object] = dict(bench_logger(progress=progress))
+    from refine_ros.bench_latency import bench_latency
+
+    results.update(bench_latency())
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m refine_ros.bench")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -251,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("--skip", default="", help="comma-separated steps to leave out")
     pub.add_argument("--no-end", action="store_true", help="do not end the episode")
     log = sub.add_parser("logger", help="measure logger_max_lossless_hz")
-    log.add_argument("--rates", default="200,500,1000,2000")
+    log.add_argument("--rates", default="200,500,1000,2000,4000")
     log.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args(argv)
     if args.command == "publish":

@@ -103,11 +103,10 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
     return Probe()
 
 
-def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS) -> dict[str, Any]:
+def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: str = "single") -> dict[str, Any]:
     """Run the probe against the learner for `seconds` at `rate_hz`; returns p50/p99/max in ms,
     the number of observations and how many got no action."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
     from std_msgs.msg import String
 
@@ -117,6 +116,7 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS) -> dict[st
     from refine_ros.messages import pack_json
     from refine_ros.nodes.learner_node import LearnerNode
     from refine_ros.round_protocol import program_payload
+    from refine_ros.up import make_executor
 
     steps = max(10, int(rate_hz * seconds))
     observations = _door_observations(steps)
@@ -134,10 +134,10 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS) -> dict[st
             probe = _probe_node(context, steps, rate_hz, observations)
             nodes = [learner, probe]
             for node in nodes:
-                executor = SingleThreadedExecutor(context=context)
-                executor.add_node(node)
-                executors.append(executor)
-                threads.append(threading.Thread(target=executor.spin, daemon=True))
+                spinner = make_executor(executor, context)
+                spinner.add_node(node)
+                executors.append(spinner)
+                threads.append(threading.Thread(target=spinner.spin, daemon=True))
                 threads[-1].start()
             source = starter_program("door_open")
             publisher = probe.create_publisher(String, "refine/program", qos.LATCHED)
@@ -146,18 +146,21 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS) -> dict[st
             finished = probe.done.wait(seconds * 4 + 30)
             samples = np.array(sorted(probe.latency_ms.values()))
     finally:
-        for executor in executors:
-            executor.shutdown(timeout_sec=5.0)
+        for spinner in executors:
+            spinner.shutdown(timeout_sec=5.0)
         for node in reversed(nodes):
             node.destroy_node()
         rclpy.try_shutdown(context=context)
-    p = (lambda q: float(np.percentile(samples, q)) if len(samples) else math.nan)
+
+    def p(q: float) -> float:
+        return float(np.percentile(samples, q)) if len(samples) else math.nan
+
     return {
         "ros_action_latency_ms_p50": p(50), "ros_action_latency_ms_p99": p(99),
         "ros_action_latency_ms_max": float(samples.max()) if len(samples) else math.nan,
         "rate_hz": rate_hz, "observations": steps, "actions": int(len(samples)),
         "missing_actions": steps - int(len(samples)), "finished": bool(finished),
-        "target_p99_ms": TARGET_P99_MS,
+        "target_p99_ms": TARGET_P99_MS, "executor": executor,
     }
 
 

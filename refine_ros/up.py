@@ -166,16 +166,33 @@ def start_nodes(profile: Profile, context) -> list[Any]:
     return nodes
 
 
+EXECUTORS = ("single", "events", "multi")
+
+
+def make_executor(kind: str, context):
+    """One node's executor: rclpy's SingleThreadedExecutor ("single"), the C++ EventsExecutor of
+    rclpy.experimental ("events"), or a two-thread MultiThreadedExecutor ("multi")."""
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    if kind == "single":
+        return SingleThreadedExecutor(context=context)
+    if kind == "multi":
+        return MultiThreadedExecutor(num_threads=2, context=context)
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    raise ProfileError(f"executor must be one of {EXECUTORS}, got {kind!r}")
+
+
 class _Spinner:
     """One executor per node, each on its own thread."""
 
-    def __init__(self, nodes: list[Any], context) -> None:
-        from rclpy.executors import SingleThreadedExecutor
-
+    def __init__(self, nodes: list[Any], context, kind: str = "single") -> None:
         self.executors = []
         self.threads = []
         for node in nodes:
-            executor = SingleThreadedExecutor(context=context)
+            executor = make_executor(kind, context)
             executor.add_node(node)
             thread = threading.Thread(target=self._spin, args=(executor,), name=f"spin-{node.get_name()}",
                                       daemon=True)

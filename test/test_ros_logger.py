@@ -66,6 +66,30 @@ def test_rows_join_streams_and_name_columns_like_refine_core(run_dir):
     db.close()
 
 
+def test_a_later_end_event_completes_the_summary_without_a_new_episode(run_dir):
+    w = _writer(run_dir)
+    w.put("events", pack_json({"event": "start", "episode": 0, "round": 2, "kind": "selection", "seed": 101}))
+    for t in range(3):
+        w.put("observation", pack_vector(0, t, [t, t]))
+        w.put("reward", pack_vector(0, t, [2.0, float(t == 2), 0.0]))
+    w.put("events", pack_json({"event": "end", "episode": 0, "metric": 0.25, "source": "sim"}))
+    assert wait_for(lambda: w.last_finished is not None, 5.0)
+    w.put("events", pack_json({"event": "end", "episode": 0, "round": 2, "kind": "selection", "complete": False,
+                               "summary": {"metric": 0.2, "tile_fraction": 0.9}}))
+    w.put("observation", pack_vector(0, 3, [3, 3]))  # a straggler after the end: not a new row
+    time.sleep(0.4)
+    w.stop()
+    assert w.late_parts == 1
+    db = RunDatabase(run_dir)
+    episodes = db.episodes(1)
+    assert len(episodes) == 1
+    row = episodes.iloc[0]
+    assert (row["round"], row["kind"], row["complete"], row["steps"]) == (2, "selection", 0, 3)
+    assert row["metric"] == 0.2 and row["return"] == 6.0 and row["summary"]["tile_fraction"] == 0.9
+    assert len(db.load_steps(1)) == 3
+    db.close()
+
+
 def test_gaps_and_garbage_are_recorded_not_fatal(run_dir):
     from std_msgs.msg import Float64MultiArray, String
 

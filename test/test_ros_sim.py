@@ -108,6 +108,30 @@ class Harness:
         self.client.destroy_node()
 
 
+@pytest.mark.parametrize("name", ["door_open", "car_racing"])
+def test_observation_values_round_trip(name):
+    from refine_ros.adapters import (
+        ObservationSizeError,
+        observation_from_values,
+        observation_values,
+    )
+
+    task = get_task(name)
+    env = task.make_env()
+    try:
+        obs, _ = env.reset(seed=5)
+        values = observation_values(task.spec, task.split_observation(obs))
+        assert len(values) == len(task.spec.observation_columns)
+        assert list(task.observation_row(obs).values()) == pytest.approx(values)
+        back = task.split_observation(observation_from_values(task.spec, values))
+        for key, array in task.split_observation(obs).items():
+            assert back[key] == pytest.approx(array)
+        with pytest.raises(ObservationSizeError, match="expected"):
+            observation_from_values(task.spec, values[:-1])
+    finally:
+        env.close()
+
+
 def test_parameters_are_declared_with_descriptions_and_ranges(ros):
     h = Harness("door_open", publish_markers=False)
     try:

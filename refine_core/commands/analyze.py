@@ -22,6 +22,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from refine_core.rollout.demo import Demonstration, DemonstrationError
     from refine_core.sandbox import run_diagnostics
     from refine_core.store.db import RunDatabase
 
@@ -36,8 +37,11 @@ def run(args) -> int:
         table = db.load_steps(run_row["id"], round=args.round)
     if table.empty:
         raise UserError(f"round {args.round} has no logged steps in {args.run}")
-    demo = db.load_demonstration(run_row["id"])
-    result = run_diagnostics(args.code.read_text(), table, demo.table if demo else None, timeout_s=args.timeout)
+    try:
+        demo_table = Demonstration.load(db, run_row["id"]).table
+    except DemonstrationError:
+        demo_table = None  # a run logged by hand (e.g. on a robot) may have none
+    result = run_diagnostics(args.code.read_text(), table, demo_table, timeout_s=args.timeout)
     print(result.stdout, end="" if result.stdout.endswith("\n") else "\n")
     if result.status != "ok":
         print(f"[sandbox] status {result.status} ({result.isolation}): {result.message}")

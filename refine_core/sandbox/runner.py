@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import re
+import select
 import selectors
 import shutil
 import signal
@@ -157,9 +158,9 @@ def run_script(
         return _refused(f"namespace isolation is required ({REQUIRE_ENV}=1) but unavailable: {why}")
     elif not allow_weak_isolation:
         return _refused(
-            f"namespace isolation is unavailable: {why}. Install bubblewrap, or pass "
-            "allow_weak_isolation=True (CLI: --allow-weak-sandbox) to run with rlimits, "
-            "seccomp and the audit hook only."
+            f"namespace isolation is unavailable: {why}. Install bubblewrap, or opt in with "
+            "allow_weak_isolation=True to run with rlimits, seccomp and the audit hook only "
+            f"(never allowed when {REQUIRE_ENV}=1)."
         )
     else:
         isolation = "weak"
@@ -331,6 +332,16 @@ def _kill(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    # bubblewrap's exit does not mean the namespace's processes are gone yet (they die from
+    # their parent-death signal). They hold the pipes' write ends, so EOF on both means the
+    # last one has exited and nothing can still write into the temp dir we are about to remove.
+    streams = [s for s in (proc.stdout, proc.stderr) if s is not None]
+    deadline = time.monotonic() + 10
+    while streams and time.monotonic() < deadline:
+        ready, _, _ = select.select(streams, [], [], 0.2)
+        for stream in ready:
+            if not os.read(stream.fileno(), _CHUNK):
+                streams.remove(stream)
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()

@@ -61,6 +61,7 @@ COLUMN_TOPICS = {
     "policy_step": "refine/policy_step_columns",
 }
 REWARD_COLUMNS = ("reward", "done", "success")
+_NOT_SUMMARY = ("event", "episode", "source", "round", "kind", "run_id", "complete")
 _ITEM_BATCH = 2000  # queue items handled before the writer checks its clocks again
 
 
@@ -82,6 +83,7 @@ class _Episode:
     last_step: dict[str, int] = field(default_factory=dict)  # per stream
     done_step: int | None = None  # the step whose reward said done
     columns: dict[str, None] = field(default_factory=dict)  # ordered set of logged columns
+    complete: bool = True  # unless an end event says otherwise
 
 
 class LogWriter:
@@ -123,7 +125,7 @@ class LogWriter:
         self._pending: dict[tuple[int, int], dict[str, Any]] = {}
         self._born: dict[tuple[int, int], float] = {}
         self._written: set[tuple[int, int]] = set()
-        self._closed: set[int] = set()
+        self._closed: dict[int, _Episode] = {}  # finished episodes, for late end events
         self._events: list[tuple[str, str, dict, int | None]] = []
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -248,21 +250,32 @@ class LogWriter:
         ep = self._episodes.get(number)
         if kind == "start":
             if ep is not None and ep.key is not None and ep.end_at is None:
-                self._close(ep, complete=False)  # a restarted episode number: close the old one
+                ep.complete = False
+                self._close(ep)  # a restarted episode number: close the old one
             if ep is not None and ep.key is not None:
                 self._episodes.pop(number)
                 self._drop_rows(number)
-            self._closed.discard(number)
+            self._closed.pop(number, None)
             ep = self._episode(number)
             ep.announced = True
             ep.context.update(
                 {k: event[k] for k in ("round", "kind", "seed", "run_id") if k in event}
             )
         elif kind == "end":
+            summary = {k: v for k, v in event.items() if k not in _NOT_SUMMARY}
+            nested = summary.pop("summary", None)
+            if isinstance(nested, dict):
+                summary.update(nested)
+            complete = bool(event.get("complete", True))
+            finished = self._closed.get(number)
+            if finished is not None:  # a second opinion (the learner's after the sim's)
+                finished.end_summary.update(summary)
+                finished.complete = finished.complete and complete
+                self._close(finished)
+                return
             ep = self._episode(number)
-            summary = {k: v for k, v in event.items() if k not in ("event", "episode", "source")}
-            summary.update(summary.pop("summary", {}) or {})
             ep.end_summary.update(summary)
+            ep.complete = ep.complete and complete
             ep.end_at = received + self.join_timeout
         else:
             self._episode(number).context.update(
@@ -434,7 +447,7 @@ class LogWriter:
             self._events = waiting
             for ep in closing:
                 if all(k[0] != ep.number for k in self._pending):
-                    self._close(ep, complete=True)
+                    self._close(ep)
 
     def _ripe(self, key: tuple[int, int], age: float) -> bool:
         """Old enough for its other streams to have arrived, and holding its next observation
@@ -449,7 +462,13 @@ class LogWriter:
             or age >= 5 * self.join_timeout
         )
 
-    def _close(self, ep: _Episode, complete: bool) -> None:
+    def _close(self, ep: _Episode) -> None:
+        """End the episode in the database with everything known about it; called again when
+        a later end event adds to the summary."""
+        with self.db.transaction():
+            self._end(ep)
+
+    def _end(self, ep: _Episode) -> None:
         if ep.key is None:
             self._open(ep)
         summary: dict[str, Any] = {"return": ep.reward_sum, "success": ep.success}
@@ -458,7 +477,7 @@ class LogWriter:
         error = f"{ep.gaps} message(s) missing from step counters (gaps)" if ep.gaps else None
         run_id, rnd, kind, number = ep.key
         self.db.end_episode(run_id, rnd, kind, number, summary=_finite(summary),
-                            complete=complete, error=error)
+                            complete=ep.complete, error=error)
         if ep.columns:
             self.db.conn.execute(
                 "UPDATE episodes SET columns = ? WHERE run_id = ? AND round IS ? AND kind = ? "
@@ -468,7 +487,7 @@ class LogWriter:
         ep.end_at = None
         self._episodes.pop(ep.number, None)
         self._drop_rows(ep.number)
-        self._closed.add(ep.number)
+        self._closed[ep.number] = ep
 
     def _label(self, success: bool, done: threading.Event, answer: list) -> None:
         try:
@@ -508,24 +527,27 @@ def _float_range(lo: float, hi: float) -> list[FloatingPointRange]:
     return [FloatingPointRange(from_value=lo, to_value=hi)]
 
 
+# name -> (default, description, integer range, floating-point range); all read-only
+PARAMETERS: dict[str, tuple[Any, str, list[IntegerRange] | None, list[FloatingPointRange] | None]] = {
+    "run_dir": ("runs/ros", "run directory; the database is <run_dir>/run.db", None, None),
+    "task": ("", "task name (door_open | car_racing): action and observation columns", None, None),
+    "run_id": (0, "run to log into; 0 = from episode events, else the latest run (or a new one)",
+               _int_range(0, 2**31 - 1), None),
+    "round": (-1, "round for steps of unannounced episodes (-1: none)", _int_range(-1, 100000), None),
+    "kind": ("diagnostic", "episode kind for steps of unannounced episodes", None, None),
+    "batch_size": (500, "rows per INSERT batch", _int_range(1, 100000), None),
+    "flush_period": (0.2, "seconds between transactions", None, _float_range(0.01, 10.0)),
+    "join_timeout": (0.5, "seconds a row waits for its other streams before it is written",
+                     None, _float_range(0.01, 10.0)),
+}
+
+
 class RolloutLogger(Node):
     """Subscribes to every step stream with the LOG QoS and hands messages to a `LogWriter`."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("rollout_logger", **kwargs)
-        params = {
-            "run_dir": ("runs/ros", "run directory; the database is <run_dir>/run.db", None, None),
-            "task": ("", "task name (door_open | car_racing): action and observation columns", None, None),
-            "run_id": (0, "run to log into; 0 = from episode events, else the latest run (or a new one)",
-                       _int_range(0, 2**31 - 1), None),
-            "round": (-1, "round for steps of unannounced episodes (-1: none)", _int_range(-1, 100000), None),
-            "kind": ("diagnostic", "episode kind for steps of unannounced episodes", None, None),
-            "batch_size": (500, "rows per INSERT batch", _int_range(1, 100000), None),
-            "flush_period": (0.2, "seconds between transactions", None, _float_range(0.01, 10.0)),
-            "join_timeout": (0.5, "seconds a row waits for its other streams before it is written",
-                             None, _float_range(0.01, 10.0)),
-        }
-        for name, (default, text, irange, frange) in params.items():
+        for name, (default, text, irange, frange) in PARAMETERS.items():
             desc = ParameterDescriptor(description=text, read_only=True)
             if irange:
                 desc.integer_range = irange

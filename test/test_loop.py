@@ -1,0 +1,211 @@
+"""The refinement loop end to end: real simulators, real sandbox, real database, and the real
+`openai` client against a local OpenAI-compatible server for the LLM path."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from fake_openai_server import FakeOpenAIServer, Reply, by_role
+
+from refine_core.analyst.base import Analyst, ProgramAnswer
+from refine_core.analyst.config import AnalystConfig
+from refine_core.analyst.factory import make_analyst
+from refine_core.analyst.offline import OfflineAnalyst
+from refine_core.analyst.offline.catalogue import render
+from refine_core.loop import refine
+from refine_core.policy.programs import starter_program
+from refine_core.stages import LoopConfig
+from refine_core.store.db import RunDatabase
+from refine_core.tasks.registry import get_task
+
+
+def small(**kw) -> LoopConfig:
+    base = dict(diagnostic_episodes=1, selection_episodes=1, eval_episodes=1, verbose=False)
+    return LoopConfig(**{**base, **kw})
+
+
+def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path):
+    task = get_task("door_open")
+    db = RunDatabase(tmp_path / "run.db")
+    result = refine(task, OfflineAnalyst(), db, small(max_rounds=3))
+
+    rounds = db.rounds(result.run_id)
+    assert [r["status"] for r in rounds] == ["committed"] * len(rounds) and len(rounds) >= 2
+    assert rounds[0]["decision"] == "program" and rounds[0]["next_program"] == rounds[1]["program"]
+    first, best = rounds[0]["selection_metric"], result.best.selection_metric
+    assert best < first, "the offline analyst's revision should bring the handle closer"
+    # every committed round holds its diagnostics, their sandboxed results and the table they read
+    for r in rounds:
+        analyses = db.analyses(result.run_id, r["round"])
+        assert analyses and analyses[0]["status"] == "ok" and "CHECK" in analyses[0]["stdout"]
+        steps = db.load_steps(result.run_id, round=r["round"], kind="diagnostic")
+        assert len(steps) > 0 and any(c.startswith("latent_") for c in steps.columns)
+        assert {"mean_dx", "act_dx", "expert_dx", "next_handle_x"} <= set(steps.columns)
+        kinds = set(db.episodes(result.run_id, r["round"])["kind"])
+        assert kinds == {"diagnostic", "selection", "eval"}
+    run = db.run(result.run_id)
+    assert run["status"] == "finished" and run["best_round"] == result.best.round
+    assert db.load_demonstration(result.run_id)["seed"] == task.spec.demo_seed
+
+
+class BrokenFirst(Analyst):
+    """Writes programs that fail the way LLM programs do, then defers to the offline analyst."""
+
+    name, is_llm = "broken-first", False
+
+    def __init__(self, bad_programs):
+        self.bad = list(bad_programs)
+        self.inner = OfflineAnalyst()
+        self.repair_requests = []
+
+    def generate(self, spec, *, failed_program=None, error=None):
+        if error is not None:
+            self.repair_requests.append(error)
+        if self.bad:
+            return ProgramAnswer(program=self.bad.pop(0), reasoning="deliberately bad")
+        return self.inner.generate(spec)
+
+    def diagnose(self, spec, program, schema):
+        return self.inner.diagnose(spec, program, schema)
+
+    def revise(self, spec, program, diagnostics, results, *, history=None):
+        return self.inner.revise(spec, program, diagnostics, results, history=history)
+
+
+def test_failed_builds_are_sent_back_and_regenerated(tmp_path):
+    task = get_task("door_open")
+    forbidden = starter_program("door_open").replace("import torch", "import torch\nimport os", 1)
+    analyst = BrokenFirst(["def broken(:\n", forbidden])
+    db = RunDatabase(tmp_path / "run.db")
+    result = refine(task, analyst, db, small(max_rounds=1))
+    attempts = db.rounds(result.run_id)[0]["fit_report"]["attempts"]
+    assert [a["error"] is None for a in attempts] == [False, False, True]
+    assert "[syntax]" in analyst.repair_requests[0] and "os" in analyst.repair_requests[1]
+    assert result.best is not None
+
+
+def test_a_round_that_never_fits_is_recorded_and_the_loop_stops(tmp_path):
+    task = get_task("door_open")
+    db = RunDatabase(tmp_path / "run.db")
+    result = refine(task, BrokenFirst(["class OpenDoorPolicy: pass\n"] * 9), db, small(max_attempts=3))
+    (row,) = db.rounds(result.run_id)
+    assert row["status"] == "failed" and len(row["fit_report"]["attempts"]) == 3
+    assert "no program could be fitted" in result.stop_reason and result.best is None
+    assert db.events(result.run_id, kind="round_failed")
+
+
+def _wait_for_committed_round(db_file, n, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db_file.exists():
+            try:
+                with sqlite3.connect(db_file, timeout=1) as conn:
+                    if conn.execute("select count(*) from rounds where status='committed'").fetchone()[0] >= n:
+                        return True
+            except sqlite3.OperationalError:
+                pass  # schema not created yet
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.slow
+def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "refine_core.cli", "run", "--task", "door_open", "--run", str(run_dir),
+           "--rounds", "3", "--eval-episodes", "1", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert _wait_for_committed_round(run_dir / "run.db", 1), "first round never committed"
+        time.sleep(1.0)  # now somewhere inside the next round's fit / rollouts
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    db = RunDatabase(run_dir / "run.db")
+    before = db.rounds(db.latest_run()["id"])
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    run_id = db.latest_run()["id"]
+    after = db.rounds(run_id)
+    assert [r["round"] for r in after] == list(range(len(after)))
+    assert [r["program"] for r in after[: len(before)]] == [r["program"] for r in before]
+    episodes = db.episodes(run_id)
+    keys = episodes[["round", "kind", "episode"]].apply(tuple, axis=1)
+    assert keys.is_unique, "an episode was logged twice"
+    for (rnd, ep), n in db.load_steps(run_id, kind="diagnostic").groupby(["round", "episode"]).size().items():
+        logged = episodes[(episodes["round"] == rnd) & (episodes["kind"] == "diagnostic") & (episodes["episode"] == ep)]
+        assert int(logged["steps"].iloc[0]) == n
+    assert db.run(run_id)["status"] == "finished"
+
+
+# ----------------------------------------------------------------------------- the LLM path
+SECRET = "sk-test-never-store-this-1234567890"
+
+
+def _fenced(code):
+    return f"Here you go.\n```python\n{code}\n```\nThat should work."
+
+
+def _scripted_llm():
+    program = starter_program("car_racing")
+    revised = render("car_racing", ["car_lookahead"])
+    return by_role({
+        "generate": [Reply.text("The car should steer toward the centre line."),  # no code: corrected
+                     Reply.text(_fenced(program))],
+        "diagnose": [Reply.status(429), Reply.text(_fenced("print('mean steer', round(df['act_steer'].mean(), 4))")),
+                     Reply.text(_fenced("print('rows', len(df))"))],
+        "revise": [Reply.status(500),
+                   Reply.text("DECISION: more_tests\n" + _fenced("print('max |x|', round(df['tile0_x'].abs().max(), 4))")),
+                   Reply.slow("DECISION: stop", delay_s=4.0),  # slower than the client timeout
+                   Reply.text("DECISION: revise\nSteer from the tiles further ahead.\n" + _fenced(revised)),
+                   Reply.text("DECISION: stop\nThe lookahead fixed the oscillation.")],
+    })
+
+
+def _config(server) -> AnalystConfig:
+    return AnalystConfig(model="fake-model", base_url=server.base_url, api_key=SECRET, timeout_s=1.5,
+                         max_attempts=4, backoff_s=0.01, backoff_max_s=0.05)
+
+
+def _all_text(db_file) -> str:
+    with sqlite3.connect(db_file) as conn:
+        chunks = []
+        for (table,) in conn.execute("select name from sqlite_master where type='table'"):
+            for row in conn.execute(f"select * from [{table}]"):
+                chunks.extend(str(v) for v in row)
+    return "\n".join(chunks)
+
+
+def test_openai_path_end_to_end_then_replay_reproduces_it(tmp_path, capsys):
+    task = get_task("car_racing")
+    transcript = tmp_path / "transcript.jsonl"
+    cfg = small(max_rounds=3, max_steps=60)
+    with FakeOpenAIServer(responder=_scripted_llm(), api_key=SECRET) as server:
+        analyst = make_analyst("record", config=_config(server), transcript=transcript)
+        db = RunDatabase(tmp_path / "live.db")
+        live = refine(task, analyst, db, cfg)
+        auth = [{k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in server.chat_requests]
+        assert auth and all(a == f"Bearer {SECRET}" for a in auth), "the key travels only in the header"
+
+    rounds = db.rounds(live.run_id)
+    assert [r["decision"] for r in rounds] == ["program", "stop"]
+    assert "# refine-edit: car_lookahead" in rounds[1]["program"]
+    assert len(db.analyses(live.run_id, 0)) == 2, "the more-tests answer ran on the same table"
+    calls = db.llm_calls(live.run_id)
+    assert {c["role"] for c in calls} >= {"generate", "diagnose", "revise"}
+    assert sum(c["tokens_in"] or 0 for c in calls) > 0 and sum(c["tokens_out"] or 0 for c in calls) > 0
+    assert SECRET not in _all_text(tmp_path / "live.db")
+    assert SECRET not in capsys.readouterr().out
+    assert SECRET not in transcript.read_text()
+
+    # replay: no server, the same programs and metrics
+    replayed_db = RunDatabase(tmp_path / "replay.db")
+    replay = refine(task, make_analyst("replay", transcript=transcript), replayed_db, cfg)
+    again = replayed_db.rounds(replay.run_id)
+    assert [r["program"] for r in again] == [r["program"] for r in rounds]
+    assert [json.dumps(r["metrics"], sort_keys=True) for r in again] == \
+           [json.dumps(r["metrics"], sort_keys=True) for r in rounds]
