@@ -39,8 +39,9 @@ WHEEL_JOINTS = (
     "front_left_wheel_joint", "front_right_wheel_joint",
     "rear_left_wheel_joint", "rear_right_wheel_joint",
 )  # fmt: skip
-FINGER_JOINTS = ("right_gripper_l_finger_joint", "right_gripper_r_finger_joint")
-FINGER_TRAVEL = 0.04  # metres per finger at gripper_open = 1 (urdf/door_scene.urdf)
+FINGER_JOINTS = ("r_close", "l_close")  # Meta-World's claw joints (urdf/door_scene.urdf)
+FINGER_CLOSED = (0.04, -0.03)  # their positions when fully closed; 0 is open
+DOOR_JOINTS = ("door_x", "door_y", "door_z", "door_hinge")
 TRACK_AHEAD = 24  # tile centres on refine/track_ahead (twice what the policy sees)
 
 
@@ -89,6 +90,14 @@ class DoorScene:
     door_angle: float
     joint_names: tuple[str, ...]
     joint_positions: np.ndarray
+    finger_positions: tuple[float, float] | None = None  # r_close, l_close if known
+
+    def fingers(self) -> tuple[float, float]:
+        """Claw joint positions: measured when the source knows them, else from the opening."""
+        if self.finger_positions is not None:
+            return self.finger_positions
+        closed = 1.0 - self.gripper_open
+        return FINGER_CLOSED[0] * closed, FINGER_CLOSED[1] * closed
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,16 @@ def door_scene(env: Any, observation: np.ndarray) -> DoorScene:
         door_angle=base.door_angle(),
         joint_names=tuple(base.arm_joint_names()),
         joint_positions=base.arm_joint_positions(),
+        finger_positions=_claw_joints(base),
     )
+
+
+def _claw_joints(base: Any) -> tuple[float, float] | None:
+    try:
+        data = base.raw.data
+        return tuple(float(data.joint(name).qpos.item()) for name in FINGER_JOINTS)
+    except (AttributeError, KeyError, ValueError):
+        return None
 
 
 def car_scene(env: Any, track_geometry: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> CarScene:
@@ -174,10 +192,10 @@ def pose_stamped(header: Header, xyz: Sequence[float], orientation: Quaternion |
 def door_messages(scene: DoorScene, stamp: Time, frame_id: str = "world") -> dict[str, Any]:
     header = Header(stamp=stamp, frame_id=frame_id)
     joints = JointState(header=header)
-    finger = FINGER_TRAVEL * scene.gripper_open
-    joints.name = [*scene.joint_names, *FINGER_JOINTS, "door_hinge"]
+    joints.name = [*scene.joint_names, *FINGER_JOINTS, *DOOR_JOINTS]
     joints.position = [
-        *(float(v) for v in scene.joint_positions), finger, finger, float(scene.door_angle)
+        *(float(v) for v in scene.joint_positions), *scene.fingers(),
+        *(float(v) for v in scene.hinge[:3]), float(scene.door_angle),
     ]
     return {
         "refine/gripper_pose": pose_stamped(header, scene.gripper),

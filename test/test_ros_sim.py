@@ -9,7 +9,10 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
+from pathlib import Path as FilePath
 
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
@@ -30,6 +33,7 @@ from refine_ros.nodes.sim_node import SimNode  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
+ROOT = FilePath(__file__).resolve().parents[1]
 ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0]}
 
 
@@ -132,6 +136,69 @@ def test_observation_values_round_trip(name):
         env.close()
 
 
+def _urdf_forward_kinematics(path, positions: dict[str, float]) -> dict[str, np.ndarray]:
+    """World pose (4x4) of every link of a URDF for the given joint positions."""
+    from scipy.spatial.transform import Rotation
+
+    root = ET.parse(path).getroot()
+    joints = {}
+    for j in root.findall("joint"):
+        o = j.find("origin")
+        xyz = np.array([float(v) for v in (o.get("xyz", "0 0 0") if o is not None else "0 0 0").split()])
+        rpy = [float(v) for v in (o.get("rpy", "0 0 0") if o is not None else "0 0 0").split()]
+        axis = j.find("axis")
+        joints[j.find("child").get("link")] = (
+            j.get("name"), j.get("type"), j.find("parent").get("link"), xyz,
+            Rotation.from_euler("xyz", rpy).as_matrix(),
+            np.array([float(v) for v in axis.get("xyz").split()]) if axis is not None else np.zeros(3),
+        )
+    poses = {"world": np.eye(4)}
+
+    def pose(link):
+        if link not in poses:
+            name, kind, parent, xyz, rot, axis = joints[link]
+            local = np.eye(4)
+            local[:3, :3], local[:3, 3] = rot, xyz
+            motion = np.eye(4)
+            q = positions.get(name, 0.0)
+            if kind in ("revolute", "continuous"):
+                motion[:3, :3] = Rotation.from_rotvec(axis * q).as_matrix()
+            elif kind == "prismatic":
+                motion[:3, 3] = axis * q
+            poses[link] = pose(parent) @ local @ motion
+        return poses[link]
+
+    for link in joints:
+        pose(link)
+    return poses
+
+
+def test_door_urdf_kinematics_match_mujoco():
+    """What RViz draws from /joint_states is where MuJoCo has the arm, claws and door."""
+    from builtin_interfaces.msg import Time
+
+    from refine_ros.adapters import door_messages, door_scene
+
+    task = get_task("door_open")
+    env = task.make_env()
+    try:
+        obs, _ = env.reset(seed=3)
+        expert = task.expert(env)
+        for _ in range(160):  # reach, grasp and start pulling the door
+            obs, *_ = env.step(expert(obs))
+        joints = door_messages(door_scene(env, np.asarray(obs)), Time())["joint_states"]
+        positions = dict(zip(joints.name, joints.position, strict=True))
+        assert positions["door_hinge"] < -0.05  # the door is really open a little
+        poses = _urdf_forward_kinematics(ROOT / "urdf" / "door_scene.urdf", positions)
+        data = env.unwrapped.raw.data
+        for link, body in (("right_l6", "right_l6"), ("hand", "hand"), ("rightclaw", "rightclaw"),
+                           ("leftclaw", "leftclaw"), ("door", "door_link")):
+            assert poses[link][:3, 3] == pytest.approx(data.body(body).xpos, abs=2e-3), link
+        assert poses["door_handle"][:3, 3] == pytest.approx(env.unwrapped.handle_position(), abs=2e-3)
+    finally:
+        env.close()
+
+
 def test_parameters_are_declared_with_descriptions_and_ranges(ros):
     h = Harness("door_open", publish_markers=False)
     try:
@@ -163,7 +230,8 @@ def test_door_lockstep_episode(ros):
         assert response.success and json.loads(response.message) == {"episode": 4, "seed": 7}
         assert h.wait(h.episode_done, 30.0), "episode did not finish"
         assert h.wait(lambda: any(e["event"] == "end" for e in h.got["events"]), 5.0)
-        h.wait(lambda: len(h.got["obs"]) >= 26, 2.0)
+        grips = lambda: [m for t, m in h.got["typed"] if t == "refine/gripper_pose"]  # noqa: E731
+        h.wait(lambda: len(h.got["obs"]) >= 26 and len(grips()) >= 26, 3.0)
 
         steps = [v.step for v in h.got["obs"]]
         assert steps == list(range(26))  # first observation + one per step, in order
@@ -180,7 +248,7 @@ def test_door_lockstep_episode(ros):
         assert end["episode"] == 4 and end["steps"] == 25.0 and end["metric"] > 0
         topics = {t for t, _ in h.got["typed"]}
         assert topics == {"refine/gripper_pose", "refine/handle_pose", "refine/target_pose", "joint_states"}
-        grip = [m for t, m in h.got["typed"] if t == "refine/gripper_pose"][-1]
+        grip = grips()[-1]
         assert grip.header.frame_id == "world"
         assert grip.pose.position.x == pytest.approx(h.sim.env.unwrapped.gripper_position()[0], abs=1e-6)
         joints = [m for t, m in h.got["typed"] if t == "joint_states"][-1]

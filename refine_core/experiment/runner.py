@@ -175,7 +175,7 @@ def load_refined(db) -> RefinedProgram:
                            [run["id"]]).fetchone()[0]
     metrics = []
     for r in rounds:
-        m = json.loads(r["metrics"]) if isinstance(r.get("metrics"), str) and r["metrics"] else {}
+        m = r.get("metrics") or {}  # decoded by the database
         metrics.append({"round": r["round"], "status": r["status"], **{f"{k}_{kk}": vv for k, v in m.items()
                                                                          for kk, vv in v.items()}})
     return RefinedProgram(source=best["program"], analyst_calls=int(calls), resets=int(resets),

@@ -28,6 +28,7 @@ while opening), ``door_quaternion()`` (door body orientation, MuJoCo order w, x,
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import InvalidAction
+
+# Meta-World's scripted policies warn on every step whose gains saturate the action; the expert
+# labels every rollout step, so that warning would drown the output. Its clipping is expected.
+warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", module="metaworld")
 
 EPISODE_STEPS = 500
 ARM_JOINTS = tuple(f"right_j{i}" for i in range(7))

@@ -1,0 +1,126 @@
+"""`refine up door_sim` end to end over real DDS on loopback: sim -> learner -> logger ->
+analysis -> new program -> refit -> next round, and the database holds what `refine run`
+would write. Also the profile planning of `refine up` and the action-latency benchmark."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from refine_core import stages
+from refine_core.policy.contract import InfoSchema
+from refine_core.store.db import RunDatabase
+from refine_core.tasks.registry import get_task
+from refine_ros.bringup import ProfileError
+from refine_ros.up import EXIT_STOPPED, UpOptions, parse_set, plan_profile, run_profile
+
+MAX_STEPS = 30
+TINY = ["learner_node.selection_episodes=1", "learner_node.eval_episodes=1", "sim_node.publish_markers=false"]
+
+
+# ------------------------------------------------------------------------- planning (no DDS)
+def test_options_reach_the_node_parameters(tmp_path):
+    profile = plan_profile("door_sim", UpOptions(run_dir=tmp_path, analyst="replay", transcript=tmp_path / "t.jsonl",
+                                                 rounds=4, episodes=1, max_steps=MAX_STEPS, sets=TINY))
+    learner, analysis = profile.node("learner_node"), profile.node("analysis_node")
+    assert learner.parameters["max_steps"] == MAX_STEPS and learner.parameters["episodes"] == 1
+    assert learner.parameters["selection_episodes"] == 1 and learner.parameters["run_dir"] == str(tmp_path)
+    assert analysis.parameters["rounds"] == 4 and analysis.parameters["analyst"] == "replay"
+    assert analysis.parameters["transcript"] == str(tmp_path / "t.jsonl")
+    assert profile.node("rollout_logger").parameters["run_dir"] == str(tmp_path)
+    assert profile.node("sim_node").parameters["publish_markers"] is False
+    assert profile.rviz is False
+
+
+def test_real_profiles_stay_dry_unless_live(tmp_path):
+    assert plan_profile("arm_real", UpOptions(run_dir=tmp_path)).dry_run is True
+    assert plan_profile("arm_real", UpOptions(run_dir=tmp_path, live=True)).dry_run is False
+
+
+@pytest.mark.parametrize("text", ["noequals", "nodot=3", ".param=1", "node.=1", "sim_node.seed=[1,"])
+def test_bad_sets_are_profile_errors(text):
+    with pytest.raises(ProfileError):
+        parse_set(text)
+
+
+def test_set_on_an_unknown_node_is_a_profile_error(tmp_path):
+    with pytest.raises(ProfileError, match="no node 'ghost'"):
+        plan_profile("door_sim", UpOptions(run_dir=tmp_path, sets=["ghost.x=1"]))
+    with pytest.raises(ProfileError, match="unknown profile"):
+        plan_profile("moon_base", UpOptions(run_dir=tmp_path))
+
+
+# ------------------------------------------------------------------------- the round trip
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("up") / "run"
+    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=2, episodes=1, max_steps=MAX_STEPS,
+                        sets=TINY, timeout_s=400)
+    code = run_profile("door_sim", options)
+    return run_dir, code
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_two_rounds_over_dds_fill_the_database(finished_run):
+    run_dir, code = finished_run
+    assert code == EXIT_STOPPED
+    spec = get_task("door_open").spec
+    with RunDatabase(run_dir, create=False) as db:
+        run = db.latest_run()
+        rounds = db.rounds(run["id"])
+        assert [(r["round"], r["status"]) for r in rounds] == [(0, "committed"), (1, "committed")]
+        assert all(r["has_weights"] for r in rounds), "the learner's fitted weights are committed"
+        assert rounds[0]["decision"] == "program"
+        assert rounds[1]["program"] == rounds[0]["next_program"], "round 1 refits the revised program"
+        assert run["status"] == "finished"
+        for r in rounds:
+            steps = db.load_steps(run["id"], r["round"], kind="diagnostic")
+            assert list(steps["step"]) == list(range(MAX_STEPS))
+            info = r["info_schema"]
+            schema = stages.table_schema(spec, InfoSchema(tuple(info["weights"]), tuple(info["latents"])))
+            missing = set(schema) - set(steps.columns)
+            assert not missing, f"round {r['round']} steps lack {sorted(missing)}"
+            for column in ("act_dx", "mean_gripper", "expert_dz", "next_handle_x", info["latents"][0]):
+                assert steps[column].notna().all(), column
+            episodes = db.episodes(run["id"], r["round"])
+            assert sorted(episodes["kind"]) == ["diagnostic", "eval", "selection"]
+            assert (episodes["complete"] == 1).all() and (episodes["steps"] == MAX_STEPS).all()
+            selection = episodes[episodes["kind"] == "selection"]["metric"].iloc[0]
+            assert r["metrics"]["selection"]["metric_mean"] == pytest.approx(selection, rel=1e-6), \
+                "the learner's summary and the logger's rows describe the same episode"
+            assert db.analyses(run["id"], r["round"]), f"round {r['round']} has no analyses"
+        kinds = [e["kind"] for e in db.events(run["id"])]
+        assert kinds.count("round_committed") == 2
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_finished_run_is_not_run_again(finished_run):
+    run_dir, _code = finished_run
+    before = sqlite3.connect(run_dir / "run.db").execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+    code = run_profile("door_sim", UpOptions(run_dir=run_dir, rounds=2, episodes=1, max_steps=MAX_STEPS,
+                                             sets=TINY, timeout_s=120))
+    assert code == EXIT_STOPPED
+    with RunDatabase(run_dir, create=False) as db:
+        assert len(db.rounds(db.latest_run()["id"])) == 2
+    after = sqlite3.connect(run_dir / "run.db").execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+    assert after == before
+
+
+@pytest.mark.ros
+@pytest.mark.timeout(180)
+def test_action_latency_benchmark_answers_every_observation():
+    from refine_ros.bench_latency import bench_latency
+
+    result = bench_latency(rate_hz=50.0, seconds=2.0)
+    print(json.dumps(result))
+    assert result["finished"]
+    assert result["actions"] >= 0.95 * result["observations"]
+    assert 0 < result["ros_action_latency_ms_p50"] <= result["ros_action_latency_ms_p99"]
+    # the 10 ms target is the benchmark's verdict; this shared CI machine only bounds it loosely
+    assert result["ros_action_latency_ms_p99"] < 100.0
