@@ -106,6 +106,26 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
 def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: str = "single") -> dict[str, Any]:
     """Run the probe against the learner for `seconds` at `rate_hz`; returns p50/p99/max in ms,
     the number of observations and how many got no action."""
+    from refine_ros.up import control_switch_interval
+
+    steps = max(10, int(rate_hz * seconds))
+    observations = _door_observations(steps)
+    with control_switch_interval():  # as under `refine up`
+        samples, finished = _measure(steps, rate_hz, seconds, executor, observations)
+
+    def p(q: float) -> float:
+        return float(np.percentile(samples, q)) if len(samples) else math.nan
+
+    return {
+        "ros_action_latency_ms_p50": p(50), "ros_action_latency_ms_p99": p(99),
+        "ros_action_latency_ms_max": float(samples.max()) if len(samples) else math.nan,
+        "rate_hz": rate_hz, "observations": steps, "actions": int(len(samples)),
+        "missing_actions": steps - int(len(samples)), "finished": bool(finished),
+        "target_p99_ms": TARGET_P99_MS, "executor": executor,
+    }
+
+
+def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observations: list[list[float]]):
     import rclpy
     from rclpy.parameter import Parameter
     from std_msgs.msg import String
@@ -118,8 +138,6 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: 
     from refine_ros.round_protocol import program_payload
     from refine_ros.up import make_executor
 
-    steps = max(10, int(rate_hz * seconds))
-    observations = _door_observations(steps)
     context = rclpy.Context()
     rclpy.init(context=context)
     nodes, executors, threads = [], [], []
@@ -151,17 +169,7 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: 
         for node in reversed(nodes):
             node.destroy_node()
         rclpy.try_shutdown(context=context)
-
-    def p(q: float) -> float:
-        return float(np.percentile(samples, q)) if len(samples) else math.nan
-
-    return {
-        "ros_action_latency_ms_p50": p(50), "ros_action_latency_ms_p99": p(99),
-        "ros_action_latency_ms_max": float(samples.max()) if len(samples) else math.nan,
-        "rate_hz": rate_hz, "observations": steps, "actions": int(len(samples)),
-        "missing_actions": steps - int(len(samples)), "finished": bool(finished),
-        "target_p99_ms": TARGET_P99_MS, "executor": executor,
-    }
+    return samples, finished
 
 
 if __name__ == "__main__":

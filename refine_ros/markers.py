@@ -24,6 +24,8 @@ from visualization_msgs.msg import Marker, MarkerArray
 from refine_ros.adapters import CarScene, DoorScene, point, wxyz_quaternion, yaw_quaternion
 
 TRAIL_POINTS = 2000
+DOOR_AXIS_OFFSET = np.array([-0.185, -0.1, 0.0])  # hinge axis from the door's position
+DOOR_PANEL_HALF = 0.185  # half the panel's width, from the axis to its middle
 SPEED_FOR_RED = 100.0  # world units / s mapped to the hottest trail colour
 
 
@@ -82,14 +84,14 @@ def _trail_marker(header: Header, ns: str, trail: Trail, width: float,
 def door_markers(scene: DoorScene, trail: Trail, stamp: Time, frame_id: str = "world") -> MarkerArray:
     header = Header(stamp=stamp, frame_id=frame_id)
     markers = []
-    # The panel spans hinge -> handle in the horizontal plane, at the handle's height.
-    hinge, handle = np.asarray(scene.hinge, float), np.asarray(scene.handle, float)
-    span = handle[:2] - hinge[:2]
-    width = max(float(np.linalg.norm(span)), 0.05)
-    centre = ((hinge[0] + handle[0]) / 2, (hinge[1] + handle[1]) / 2, handle[2])
-    panel_pose = Pose(position=point(centre), orientation=yaw_quaternion(math.atan2(span[1], span[0])))
+    # Meta-World's door: the panel turns about an axis offset from the door's position.
+    axis = np.asarray(scene.hinge, float) + DOOR_AXIS_OFFSET
+    angle = float(scene.door_angle)
+    centre = axis + DOOR_PANEL_HALF * np.array([math.cos(angle), math.sin(angle), 0.0])
+    panel_pose = Pose(position=point(centre), orientation=yaw_quaternion(angle))
     markers.append(_marker(header, "door", 0, Marker.CUBE, rgba(0.62, 0.45, 0.28, 0.8),
-                           (width, 0.03, 0.3), panel_pose))
+                           (2 * DOOR_PANEL_HALF, 0.02, 0.246), panel_pose))
+    handle = np.asarray(scene.handle, float)
     markers.append(_marker(header, "handle", 0, Marker.CUBE, rgba(0.85, 0.7, 0.25),
                            (0.03, 0.06, 0.03),
                            Pose(position=point(handle), orientation=wxyz_quaternion(scene.door_quat_wxyz))))

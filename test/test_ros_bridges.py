@@ -22,6 +22,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, String
 
+from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json, unpack_vector
 from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
@@ -155,7 +156,7 @@ def test_arm_bridge_commands_and_door_observation(graph):
         time.sleep(0.01)
     assert wait_until(lambda: len(obs) > 5)
     columns = unpack_json(cols.last())
-    assert len(columns) == 39 and columns[0] == "gripper_x" and columns[36] == "target_x"
+    assert tuple(columns) == get_task("door_open").spec.observation_columns
     first, last = unpack_vector(obs.items[0]), unpack_vector(obs.last())
     assert first.episode == 5 and first.step == 0 and last.step > first.step
     v = np.array(last.values)
@@ -163,7 +164,7 @@ def test_arm_bridge_commands_and_door_observation(graph):
     assert v[1:3] == pytest.approx([0.6, 0.2])
     assert v[3] == pytest.approx(0.5)  # 0.04 of 0.08 open
     assert v[4:7] == pytest.approx([0.05, 0.7, 0.16])
-    assert v[7:11] == pytest.approx([0.0, 0.0, 0.0, 1.0])  # w, x, y, z
+    assert v[7:11] == pytest.approx([0.0, 0.0, 1.0, 0.0])  # x, y, z, w as the simulator
     assert np.all(v[11:18] == 0)
     assert v[36:39] == pytest.approx([0.1, 0.8, 0.15])
     prev_msg = unpack_vector(obs.items[-2])

@@ -73,10 +73,13 @@ def test_a_later_end_event_completes_the_summary_without_a_new_episode(run_dir):
         w.put("observation", pack_vector(0, t, [t, t]))
         w.put("reward", pack_vector(0, t, [2.0, float(t == 2), 0.0]))
     w.put("events", pack_json({"event": "end", "episode": 0, "metric": 0.25, "source": "sim"}))
+    time.sleep(0.3)  # the end event overtook the terminal observation: the episode waits for it
+    assert w.last_finished is None
+    w.put("observation", pack_vector(0, 3, [3, 3]))
     assert wait_for(lambda: w.last_finished is not None, 5.0)
     w.put("events", pack_json({"event": "end", "episode": 0, "round": 2, "kind": "selection", "complete": False,
                                "summary": {"metric": 0.2, "tile_fraction": 0.9}}))
-    w.put("observation", pack_vector(0, 3, [3, 3]))  # a straggler after the end: not a new row
+    w.put("reward", pack_vector(0, 1, [2.0, 0.0, 0.0]))  # a straggler after the end: dropped
     time.sleep(0.4)
     w.stop()
     assert w.late_parts == 1
@@ -87,6 +90,21 @@ def test_a_later_end_event_completes_the_summary_without_a_new_episode(run_dir):
     assert (row["round"], row["kind"], row["complete"], row["steps"]) == (2, "selection", 0, 3)
     assert row["metric"] == 0.2 and row["return"] == 6.0 and row["summary"]["tile_fraction"] == 0.9
     assert len(db.load_steps(1)) == 3
+    db.close()
+
+
+def test_a_tail_lost_after_the_end_event_is_a_gap(run_dir):
+    w = _writer(run_dir, join_timeout=0.02)
+    for t in range(5):
+        w.put("observation", pack_vector(1, t, [t, t]))
+    # the learner says 8 steps were taken, but steps 5-7 never arrive
+    w.put("events", pack_json({"event": "end", "episode": 1, "summary": {"steps": 8}}))
+    assert wait_for(lambda: w.last_finished is not None, 15.0)
+    w.stop()
+    db = RunDatabase(run_dir)
+    gaps = [g["data"] for g in db.events(1, kind="gap")]
+    assert gaps == [{"stream": "all", "episode": 1, "first_missing": 5, "next_step": 8, "missing": 3}]
+    assert db.episodes(1).iloc[0]["steps"] == 5
     db.close()
 
 

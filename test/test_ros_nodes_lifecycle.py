@@ -151,7 +151,85 @@ def test_analysis_node_opens_the_run_and_publishes_the_zero_shot_program(context
     assert not node._thread.is_alive()
 
 
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_analysis_node_regenerates_after_a_failed_fit_then_gives_up(context, run_dir, max_attempts):
+    """A failed fit is sent back to the analyst with its error (a new attempt of the same
+    round); when the attempts are used up the round is recorded as failed and the run stops."""
+    from refine_ros.round_protocol import fit_payload
+
+    node = AnalysisNode(context=context, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("max_attempts", value=max_attempts)])
+    listener = Listener(context, "refine/program")
+    fit_pub = listener.create_publisher(String, "refine/fit_result", qos.LATCHED)
+    spin = Spin(context, node, listener)
+    try:
+        assert listener.arrived.wait(120), "no zero-shot program"
+        for attempt in range(1, max_attempts + 1):
+            listener.arrived.clear()
+            fit_pub.publish(pack_json(fit_payload(0, attempt, run_id=node.run_id, error=f"boom {attempt}")))
+            assert listener.arrived.wait(60), f"no answer to failed attempt {attempt}"
+            last = listener.messages[-1]
+            if attempt < max_attempts:
+                assert (last["kind"], last["round"], last["attempt"]) == ("program", 0, attempt + 1)
+        assert last["kind"] == "stop" and "boom" in last["reason"]
+        assert node.finished.wait(10)
+        with RunDatabase(run_dir) as db:
+            rounds = db.rounds(node.run_id)
+            assert [(r["round"], r["status"]) for r in rounds] == [(0, "failed")]
+            assert f"boom {max_attempts}" in rounds[0]["error"]
+            assert len(rounds[0]["fit_report"]["attempts"]) == max_attempts
+            assert db.run(node.run_id)["status"] == "finished"
+    finally:
+        spin.stop()
+        node.destroy_node()
+        listener.destroy_node()
+
+
 def test_analysis_node_refuses_an_unknown_analyst(context, run_dir):
     with pytest.raises(ValueError, match="analyst"):
         AnalysisNode(context=context, parameter_overrides=[
             Parameter("run_dir", value=str(run_dir)), Parameter("analyst", value="oracle")])
+
+
+# ------------------------------------------------------------------------- the protocol, no DDS
+def test_program_payloads_are_validated():
+    from refine_ros.round_protocol import ProtocolError, parse_program
+
+    ok = parse_program(program_payload(3, "program", "class OpenDoorPolicy: ...", run_id=7))
+    assert (ok["round"], ok["attempt"], ok["run_id"]) == (3, 1, 7)
+    assert parse_program({"round": 1, "kind": "stop"})["reason"] == ""
+    for bad in ([], {"kind": "program"}, {"round": "1", "kind": "stop"}, {"round": True, "kind": "stop"},
+                {"round": 1, "kind": "maybe"}, {"round": 1, "kind": "program"}):
+        with pytest.raises(ProtocolError):
+            parse_program(bad)
+    with pytest.raises(ProtocolError):
+        program_payload(0, "pause")
+
+
+def test_fit_payloads_carry_weights_as_plain_arrays():
+    import numpy as np
+
+    from refine_ros.round_protocol import ProtocolError, decode_bundle, fit_payload, parse_fit
+
+    bundle = PolicyBundle("src", {"w": np.arange(3.0)})
+    payload = parse_fit(json.loads(json.dumps(fit_payload(0, 2, run_id=1, error=None, bundle=bundle))))
+    back = decode_bundle(payload["bundle_b64"])
+    assert back.source == "src" and back.weights["w"].tolist() == [0.0, 1.0, 2.0]
+    assert parse_fit(fit_payload(0, 1, run_id=1, error="boom"))["ok"] is False
+    with pytest.raises(ProtocolError):
+        parse_fit({"round": 0, "attempt": 1, "ok": True})
+    with pytest.raises(ProtocolError):
+        decode_bundle("***not base64***")
+
+
+def test_episode_plan_follows_the_task_seeds():
+    from refine_core.tasks.registry import get_task
+    from refine_ros.round_protocol import episode_plan
+
+    spec = get_task("door_open").spec
+    plan = episode_plan(spec, 2, 1, 3)
+    assert [(e.kind, e.index, e.seed) for e in plan] == [
+        ("diagnostic", 0, 200), ("diagnostic", 1, 201), ("selection", 0, 100),
+        ("eval", 0, 1000), ("eval", 1, 1001), ("eval", 2, 1002)]
+    assert [e.counter for e in plan] == list(range(6))
+    assert episode_plan(spec, 0, 0, 0) == []

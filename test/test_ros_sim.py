@@ -195,6 +195,13 @@ def test_door_urdf_kinematics_match_mujoco():
                            ("leftclaw", "leftclaw"), ("door", "door_link")):
             assert poses[link][:3, 3] == pytest.approx(data.body(body).xpos, abs=2e-3), link
         assert poses["door_handle"][:3, 3] == pytest.approx(env.unwrapped.handle_position(), abs=2e-3)
+        # the door marker sits on the panel RViz draws from the URDF
+        from refine_ros.markers import Trail, door_markers
+
+        panel = [m for m in door_markers(door_scene(env, np.asarray(obs)), Trail(), Time()).markers
+                 if m.ns == "door"][0].pose.position
+        expected = poses["door"] @ np.array([0.185, 0.0, 0.0, 1.0])
+        assert [panel.x, panel.y, panel.z] == pytest.approx(expected[:3], abs=2e-3)
     finally:
         env.close()
 

@@ -232,6 +232,10 @@ class AnalysisNode(Node):
         if done["round"] != self.round or self.fit is None or self.diagnostics is None:
             return
         self.timer.seconds["rollout"] = time.perf_counter() - self._rollout_started
+        control = done.get("control_ms") or {}
+        if control:
+            self.log.say(f"round {self.round}: learner control callback p50 {control.get('p50', 0):.2f} ms, "
+                         f"p99 {control.get('p99', 0):.2f} ms over {control.get('steps', 0)} steps")
         wanted = [e for e in done["episodes"] if e.get("kind") == "diagnostic"]
         self._wait_for_logger(wanted)
         table = self.db.load_steps(self.run_id, self.round, kind="diagnostic")

@@ -22,30 +22,24 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, String
 
+from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json
 from refine_ros.safety import InvalidCommand, parse_command
 
-_STEP_FIELDS = (
-    "gripper_x", "gripper_y", "gripper_z", "gripper_open",
-    "handle_x", "handle_y", "handle_z",
-    "door_qw", "door_qx", "door_qy", "door_qz",
-    *(f"unused_{i}" for i in range(11, 18)),
-)  # fmt: skip
-COLUMNS: tuple[str, ...] = (
-    *_STEP_FIELDS,
-    *(f"prev_{name}" for name in _STEP_FIELDS),
-    "target_x", "target_y", "target_z",
-)  # fmt: skip
+# The simulator's column order is the contract the fitted programs were trained on, so the
+# bridge takes it from the task spec instead of spelling it again.
+COLUMNS: tuple[str, ...] = get_task("door_open").spec.observation_columns
 ACTION_AXES = 4
 
 
 def door_step_values(
-    gripper_xyz: np.ndarray, opening: float, handle_xyz: np.ndarray, door_quat_wxyz: np.ndarray
+    gripper_xyz: np.ndarray, opening: float, handle_xyz: np.ndarray, handle_quat_xyzw: np.ndarray
 ) -> np.ndarray:
-    """The 18 per-step values of the door observation (11-17 unused, zero as in Meta-World)."""
+    """The 18 per-step values of the door observation (11-17 unused, zero as in Meta-World).
+    Meta-World stores the handle orientation scalar-last (x, y, z, w), as ROS poses do."""
     out = np.zeros(18)
-    out[0:3], out[3], out[4:7], out[7:11] = gripper_xyz, opening, handle_xyz, door_quat_wxyz
+    out[0:3], out[3], out[4:7], out[7:11] = gripper_xyz, opening, handle_xyz, handle_quat_xyzw
     return out
 
 
@@ -167,7 +161,7 @@ class ArmBridge(Node):
 
     def _on_handle(self, msg: PoseStamped) -> None:
         p, q = msg.pose.position, msg.pose.orientation
-        self._handle = (self._now(), np.array([p.x, p.y, p.z]), np.array([q.w, q.x, q.y, q.z]))
+        self._handle = (self._now(), np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w]))
 
     def _on_target(self, msg: PointStamped) -> None:
         self._target = np.array([msg.point.x, msg.point.y, msg.point.z])

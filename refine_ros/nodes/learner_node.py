@@ -10,10 +10,14 @@ Why it is built this way:
 - Fitting runs in the same orchestration thread through `stages.fit_once` (static check, fit
   in the sandbox, rebuild here), the very function `refine run` uses; the result goes to the
   analysis node on `refine/fit_result` (weights as a base64 npz bundle, never a pickle).
-- Episodes are numbered by the sim node's counters; the learner adopts the counter of the
-  first step-0 observation after its reset call and announces it on `refine/episode_events`
-  with the round, kind and seed, so the logger files the steps exactly where `refine run`
-  would.
+- The learner numbers the episodes: before each reset it sets the sim node's `seed`,
+  `episode` (a counter unique within the round, so the logger can never merge two episodes
+  whose messages are still in flight) and `max_steps` parameters, and announces the episode on
+  `refine/episode_events` with its round, kind, seed and `index` (its number within the kind,
+  the `episode` column `refine run` writes). The episode ends with the sim's done flag on
+  `refine/reward`; on a real robot (`reset_service: ''`) after `max_steps` actions.
+- Control-path messages of an episode other than the current one, or older than its last
+  step, are dropped: a late message can never produce an action.
 
 Topics and QoS: docs/ROS_INTERFACES.md (plus `refine/fit_result`, LATCHED).
 """
@@ -23,11 +27,13 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import rclpy
 from rcl_interfaces.msg import (
     FloatingPointRange,
@@ -78,7 +84,10 @@ PARAMETERS: dict[str, tuple[Any, str, tuple | None]] = {
     "max_steps": (0, "cap on episode length; 0 = the task's episode length", (0, 100000)),
     "fit_timeout": (600.0, "seconds one sandboxed fit may take", (1.0, 86400.0)),
     "episode_timeout": (300.0, "seconds one episode may take before it is recorded as failed", (1.0, 86400.0)),
-    "sim_node": ("sim_node", "name of the node whose `seed` parameter is set before each reset", None),
+    "sim_node": ("sim_node", "node whose seed/episode/max_steps parameters are set before each reset; "
+                 "'' = none (real robot)", None),
+    "reset_service": ("sim/reset", "Trigger service that starts an episode; '' = none (real robot: the episode "
+                      "starts with its start event and ends after max_steps actions)", None),
 }
 ACTION_MODES = ("mean", "sample")
 
@@ -148,15 +157,18 @@ class LearnerNode(Node):
         self.create_subscription(Float64MultiArray, "refine/reward", self._on_reward, qos.LOG,
                                  callback_group=control)
         self.create_subscription(String, "refine/program", self._on_program, qos.LATCHED, callback_group=other)
-        self.reset_client = self.create_client(Trigger, "sim/reset", callback_group=other)
-        sim = str(value("sim_node")).strip("/")
-        self.param_client = self.create_client(SetParameters, f"{sim}/set_parameters", callback_group=other)
+        reset, sim = str(value("reset_service")).strip(), str(value("sim_node")).strip("/")
+        self.reset_client = self.create_client(Trigger, reset, callback_group=other) if reset else None
+        self.param_client = (self.create_client(SetParameters, f"{sim}/set_parameters", callback_group=other)
+                             if sim else None)
 
         self.runner: PolicyRunner | None = None
+        self.control_ms: list[float] = []
+        """Observation callback entry -> action published, per step of the current round."""
         self.active: _Active | None = None
         self.rounds_done = 0
         self.stopped = threading.Event()
-        """Set when the analysis node said stop (or the node is shutting down)."""
+        """Set when the analysis node said stop; the learner drives no more rounds."""
         self.bad_messages = 0
         self._programs: queue.SimpleQueue = queue.SimpleQueue()
         self._seen: set[tuple[int, int]] = set()
@@ -170,6 +182,7 @@ class LearnerNode(Node):
 
     # -- control path (control callback group) --------------------------------------------------
     def _on_observation(self, msg: Float64MultiArray) -> None:
+        started = time.perf_counter()
         active, runner = self.active, self.runner
         if active is None or runner is None or active.finished.is_set():
             return
@@ -195,7 +208,11 @@ class LearnerNode(Node):
             active.finished.set()
             return
         self.pub_action.publish(pack_vector(vec.episode, vec.step, act.tolist(), "action"))
+        self.control_ms.append((time.perf_counter() - started) * 1000.0)
         self.pub_step.publish(pack_vector(vec.episode, vec.step, values, "policy_step"))
+        if self.reset_client is None and vec.step >= active.limit - 1:
+            active.rewarded.set()  # no simulator to say done: the step budget ends the episode
+            active.finished.set()
 
     def _on_reward(self, msg: Float64MultiArray) -> None:
         active = self.active
@@ -299,6 +316,7 @@ class LearnerNode(Node):
     def _round(self, program: dict) -> None:
         rnd, run_id = int(program["round"]), int(program["run_id"])
         logs: list[EpisodeLog] = []
+        self.control_ms = []
         for planned in self.plan:
             if self._closing.is_set():
                 return
@@ -316,8 +334,12 @@ class LearnerNode(Node):
                 if log.error:
                     errors.append(f"{kind} seed {log.planned.seed}: {log.error}")
         self.rounds_done += 1
-        self.pub_round.publish(pack_json(round_payload(rnd, run_id=run_id, metrics=metrics, episodes=episodes,
-                                                       errors=errors)))
+        payload = round_payload(rnd, run_id=run_id, metrics=metrics, episodes=episodes, errors=errors)
+        if self.control_ms:
+            ms = np.asarray(self.control_ms)
+            payload["control_ms"] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
+                                     "max": float(ms.max()), "steps": int(ms.size)}
+        self.pub_round.publish(pack_json(payload))
         sel = metrics.get("selection", metrics.get("diagnostic", {}))
         self.get_logger().info(f"round {rnd} complete: metric {sel.get('metric_mean', float('nan')):.4g}")
 
@@ -326,9 +348,9 @@ class LearnerNode(Node):
         active = _Active(planned, rnd, run_id, self.limit, log, counter=planned.counter)
         error = self._set_sim_parameters(planned)
         if error is None:
-            self._event("start", active)
             self.runner.new_episode(planned.seed)
-            self.active = active  # before the reset: the sim publishes step 0 before it answers
+            self.active = active  # first: the sim publishes step 0 before it answers the reset
+            self._event("start", active)  # (a hardware bridge starts counting at this event)
             error = self._reset()
         if error is None and not active.rewarded.wait(self.episode_timeout):
             error = f"no end of episode within {self.episode_timeout:g} s ({active.last_step + 1} steps seen)"
@@ -363,6 +385,8 @@ class LearnerNode(Node):
 
     def _set_sim_parameters(self, planned: PlannedEpisode) -> str | None:
         """Seed, episode counter and episode length of the next reset, in one request."""
+        if self.param_client is None:
+            return None
         request = SetParameters.Request()
         request.parameters = [
             ParameterMsg(name=name, value=ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=v))
@@ -376,6 +400,8 @@ class LearnerNode(Node):
         return f"the sim node refused {', '.join(refused)}" if refused else None
 
     def _reset(self) -> str | None:
+        if self.reset_client is None:
+            return None  # a real robot: the start event opens the episode at the bridge
         result, error = self._call(self.reset_client, Trigger.Request(), "reset the sim")
         if error:
             return error

@@ -27,18 +27,16 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from refine_core.tasks.car_racing import SPEED_SCALE
+from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json
 from refine_ros.safety import InvalidCommand, parse_command
 from refine_ros.vision import N_TILES, TILE_FEATURES
 
-COLUMNS: tuple[str, ...] = (
-    *(f"tile{i}_{f}" for i in range(N_TILES) for f in ("x", "y", "theta", "border")),
-    "speed", "heading", "angular_velocity",
-    "wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr",
-)  # fmt: skip
+# The simulator's column order, from the task spec: the contract fitted programs rely on.
+COLUMNS: tuple[str, ...] = get_task("car_racing").spec.observation_columns
 ACTION_AXES = 3
-SPEED_SCALE = 100.0  # refine_core.tasks.car_racing.SPEED_SCALE
 
 
 def _range(lo: float, hi: float) -> list[FloatingPointRange]:

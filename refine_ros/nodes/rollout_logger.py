@@ -437,7 +437,7 @@ class LogWriter:
             waiting = []
             for event in self._events:
                 kind, message, data, number = event
-                ep = self._episodes.get(number)
+                ep = self._episodes.get(number) or self._closed.get(number)
                 if ep is not None and ep.key is None and not final:
                     waiting.append(event)  # recorded under the episode's run once it opens
                     continue
@@ -446,8 +446,44 @@ class LogWriter:
                 self.db.log_event(run_id, rnd, kind, message, data)
             self._events = waiting
             for ep in closing:
-                if all(k[0] != ep.number for k in self._pending):
+                if final or self._settled(ep, now):
                     self._close(ep)
+
+    def _last_step(self, ep: _Episode) -> int | None:
+        """The episode's last step as its publishers told it: the step whose reward said
+        done, else the step count an end event reported."""
+        if ep.done_step is not None:
+            return ep.done_step
+        steps = ep.end_summary.get("steps")
+        return int(steps) - 1 if isinstance(steps, (int, float)) and steps > 0 else None
+
+    def _settled(self, ep: _Episode, now: float) -> bool:
+        """Close an episode only when its steps are in. An end event travels on its own topic
+        and can overtake the step streams under load; closing early would drop their tail."""
+        if any(k[0] == ep.number for k in self._pending):
+            return False
+        last = self._last_step(ep)
+        if last is None:
+            return True
+        waited = now - (ep.end_at or now)
+        arrived = all(
+            step >= last + (1 if stream == "observation" and ep.done_step is not None else 0)
+            for stream, step in ep.last_step.items() if stream != "expert"
+        )
+        if arrived:
+            return True
+        if waited < max(10.0, 20 * self.join_timeout):
+            return False
+        missing = last + 1 - ep.rows
+        if missing > 0:  # lost at the end of the episode, where counters cannot show a jump
+            self.gaps += 1
+            ep.gaps += missing
+            self._events.append((
+                "gap", f"{missing} step(s) missing at the end of episode {ep.number}",
+                {"stream": "all", "episode": ep.number, "first_missing": ep.rows,
+                 "next_step": last + 1, "missing": missing}, ep.number,
+            ))
+        return True
 
     def _ripe(self, key: tuple[int, int], age: float) -> bool:
         """Old enough for its other streams to have arrived, and holding its next observation
@@ -608,8 +644,8 @@ def main(args: list[str] | None = None) -> None:
     rclpy.init(args=args)
     node = None
     try:
+        executor = SingleThreadedExecutor()  # first: a Ctrl-C must not land in its constructor
         node = RolloutLogger()
-        executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

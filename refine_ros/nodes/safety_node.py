@@ -54,7 +54,7 @@ DESCRIPTIONS = {
     "upper": "per-axis upper clamp of the command, task action order",
     "zero": "the stop command (arm: no motion; car: steer 0, gas 0, brake 1)",
     "max_rate": "largest change per second per axis when ramping up (<= 0: unlimited); stops are immediate",
-    "hold_axes": "axes whose stop value is the last value sent (arm gripper keeps its grip)",
+    "hold_axes": "axes whose stop value is the last value sent (arm gripper keeps its grip); [-1] = none",
     "watchdog_timeout": "seconds within which zero is commanded after observations or commands go stale",
     "watchdog_period": "watchdog timer period in seconds (<= watchdog_timeout / 4); inputs are stale after timeout - 2 * period",
     "teleop_hold": "seconds a teleop command keeps preempting policy commands",
@@ -143,7 +143,8 @@ class SafetyNode(Node):
             upper=floats("upper"),
             zero=floats("zero"),
             max_rate=floats("max_rate"),
-            hold_axes=ints("hold_axes"),
+            # a ROS integer array cannot be empty when passed programmatically: [-1] means none
+            hold_axes=tuple(a for a in ints("hold_axes") if a >= 0),
             watchdog_timeout=float(value("watchdog_timeout")),
             watchdog_period=float(value("watchdog_period")),
             teleop_hold=float(value("teleop_hold")),

@@ -331,8 +331,8 @@ def main(args: list[str] | None = None) -> None:
     rclpy.init(args=args)
     node = None
     try:
+        executor = SingleThreadedExecutor()  # first: a Ctrl-C must not land in its constructor
         node = SimNode()
-        executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
