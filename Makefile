@@ -16,7 +16,11 @@ export AMENT_PREFIX_PATH := $(CURDIR)/$(VENV)$(if $(AMENT_PREFIX_PATH),:$(AMENT_
 install: $(STAMP) $(SYSSTAMP)
 
 # torch goes first and pinned: an unpinned torch requirement could pull a multi-GB CUDA build.
-$(STAMP): setup.py setup.cfg requirements-ros.txt package.xml
+# The ament prefix (share/refine_ros) is a copy made at install time, so the files it holds are
+# prerequisites too: a new launch file or profile reinstalls the package.
+SHARED_FILES := $(wildcard launch/*.launch.py config/*.yaml config/*.rviz urdf/*)
+
+$(STAMP): setup.py setup.cfg requirements-ros.txt package.xml $(SHARED_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0

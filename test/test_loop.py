@@ -17,6 +17,7 @@ from refine_core.analyst.config import AnalystConfig
 from refine_core.analyst.factory import make_analyst
 from refine_core.analyst.offline import OfflineAnalyst
 from refine_core.analyst.offline.catalogue import render
+from refine_core.cli import main
 from refine_core.loop import refine
 from refine_core.policy.programs import starter_program
 from refine_core.stages import LoopConfig
@@ -29,7 +30,7 @@ def small(**kw) -> LoopConfig:
     return LoopConfig(**{**base, **kw})
 
 
-def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path):
+def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path, capsys):
     task = get_task("door_open")
     db = RunDatabase(tmp_path / "run.db")
     result = refine(task, OfflineAnalyst(), db, small(max_rounds=3))
@@ -51,6 +52,24 @@ def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path):
     run = db.run(result.run_id)
     assert run["status"] == "finished" and run["best_round"] == result.best.round
     assert db.load_demonstration(result.run_id)["seed"] == task.spec.demo_seed
+
+    # the report shows the metric per round, the program diff, each diagnostic and the traces
+    assert main(["report", "--run", str(tmp_path)]) == 0
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("<img src='data:image/png;base64,") >= 2
+    assert "diff from the previous round" in html and "refine-edit" in html
+    assert "printed results" in html and "CHECK" in html and "not an LLM" in html
+
+    # a user's own analysis script runs over the logged table through the same sandbox
+    script = tmp_path / "mine.py"
+    script.write_text("print('rows', len(df), 'demo rows', len(demo))\nprint(df['act_dx'].abs().max() <= 1)\n")
+    assert main(["analyze", "--run", str(tmp_path), "--round", "0", "--code", str(script)]) == 0
+    printed = capsys.readouterr().out
+    assert f"rows {len(db.load_steps(result.run_id, round=0, kind='diagnostic'))} demo rows 500" in printed
+    assert "True" in printed
+    script.write_text("import socket\nsocket.create_connection(('127.0.0.1', 9))\n")
+    assert main(["analyze", "--run", str(tmp_path), "--round", "0", "--code", str(script)]) == 1
+    assert "refused" in capsys.readouterr().out
 
 
 class BrokenFirst(Analyst):

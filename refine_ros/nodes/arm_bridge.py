@@ -14,10 +14,8 @@ fresh, so a dead sensor silences the heartbeat and the safety watchdog stops the
 from __future__ import annotations
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, String
@@ -25,6 +23,7 @@ from std_msgs.msg import Float64, Float64MultiArray, String
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json
+from refine_ros.nodes._main import run_node
 from refine_ros.safety import InvalidCommand, parse_command
 
 # The simulator's column order is the contract the fitted programs were trained on, so the
@@ -188,18 +187,8 @@ class ArmBridge(Node):
         self._previous, self.step = current, self.step + 1
 
 
-def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = ArmBridge()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+def main(args: list[str] | None = None) -> None:
+    run_node(ArmBridge, args)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -31,6 +29,7 @@ from refine_core.tasks.car_racing import SPEED_SCALE
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json
+from refine_ros.nodes._main import run_node
 from refine_ros.safety import InvalidCommand, parse_command
 from refine_ros.vision import N_TILES, TILE_FEATURES
 
@@ -174,18 +173,8 @@ class RcCarBridge(Node):
         self.step += 1
 
 
-def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = RcCarBridge()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+def main(args: list[str] | None = None) -> None:
+    run_node(RcCarBridge, args)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,20 @@ Why it is built this way:
 - On start it flags episodes a previous (killed) logger left open as incomplete.
 
 Episode events (`refine/episode_events`, JSON): `{"event": "start", "episode": E, "round": R,
-"kind": K, "seed": S[, "run_id": I]}` opens episode E (the counter carried by the counted
-vectors) under that context; `{"event": "end", "episode": E, ...summary}` closes it with the
-given summary (return, metric, success, ...), which fills in what the logger computed itself.
+"kind": K, "seed": S[, "index": N, "run_id": I]}` opens episode E (the counter carried by the
+counted vectors) under that context; `{"event": "end", "episode": E, ...summary}` closes it with
+the given summary (return, metric, success, ...), which fills in what the logger computed itself.
 Steps of an episode nobody announced are logged under the `round` and `kind` parameters.
+
+Database keys match `refine run`: the `episode` column is the event's `index` (0.. within each
+(round, kind)); the counter E only joins the streams, because it is unique while messages of
+two episodes can still be in flight. Like `refine run`, only the kinds in `store_step_kinds`
+keep their steps (sim profiles: the diagnostic table the analyst reads); every episode still
+gets its `episodes` row with the summary and its step count.
+
+`logger/flush` (std_srvs/Trigger) answers once every message queued before the call is in a
+committed row and every episode whose end was announced is closed in the database; only rows
+of an episode still running that wait for their next observation stay pending.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from rcl_interfaces.msg import (
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from refine_core.store.db import RunDatabase
 from refine_ros import qos
@@ -62,6 +72,7 @@ COLUMN_TOPICS = {
 }
 REWARD_COLUMNS = ("reward", "done", "success")
 _NOT_SUMMARY = ("event", "episode", "source", "round", "kind", "run_id", "complete")
+_CONTEXT = ("round", "kind", "seed", "run_id", "index")
 _ITEM_BATCH = 2000  # queue items handled before the writer checks its clocks again
 
 
@@ -102,6 +113,7 @@ class LogWriter:
         batch_size: int = 500,
         flush_period: float = 0.2,
         join_timeout: float = 0.5,
+        store_step_kinds: tuple[str, ...] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.db_path = db_path
@@ -114,7 +126,10 @@ class LogWriter:
         self.batch_size = batch_size
         self.flush_period = flush_period
         self.join_timeout = join_timeout
+        self.store_step_kinds = None if store_step_kinds is None else frozenset(store_step_kinds)
+        """Kinds whose steps are stored; None stores every kind."""
         self.log = log
+        self._flush_requests: list[tuple[float, threading.Event, list]] = []
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.rows_written = 0
         self.gaps = 0
@@ -161,6 +176,18 @@ class LogWriter:
             return False, "the database writer did not answer in time"
         return answer[0]
 
+    def flush(self, timeout: float = 30.0) -> tuple[bool, str]:
+        """Wait until everything queued so far is committed (see the module docstring)."""
+        done = threading.Event()
+        answer: list[tuple[bool, str]] = []
+        self.queue.put(("flush", time.monotonic(), (time.monotonic() + timeout, done, answer)))
+        if not done.wait(timeout + 1.0):
+            return False, "the database writer did not answer in time"
+        return answer[0]
+
+    def stores_steps(self, kind: str) -> bool:
+        return self.store_step_kinds is None or kind in self.store_step_kinds
+
     # -- thread --------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
@@ -184,10 +211,14 @@ class LogWriter:
                 now = time.monotonic()
                 if stopping and handled == 0:
                     self._flush(final=True)
+                    if self._flush_requests:
+                        self._answer_flushes(final=True)
                     break
                 if now - last_flush >= self.flush_period or len(self._pending) >= 4 * self.batch_size:
                     self._flush(final=False)
                     last_flush = now
+                if self._flush_requests:
+                    self._answer_flushes()
         except BaseException as exc:
             self.error = exc
             self.log(f"writer stopped: {exc!r}")
@@ -214,6 +245,8 @@ class LogWriter:
     def _handle(self, stream: str, received: float, msg: Any) -> None:
         if stream == "label":
             self._label(*msg)
+        elif stream == "flush":
+            self._flush_requests.append(msg)
         elif stream == "events":
             self._on_event(msg, received)
         elif stream.endswith("_columns"):
@@ -259,7 +292,7 @@ class LogWriter:
             ep = self._episode(number)
             ep.announced = True
             ep.context.update(
-                {k: event[k] for k in ("round", "kind", "seed", "run_id") if k in event}
+                {k: event[k] for k in _CONTEXT if k in event}
             )
         elif kind == "end":
             summary = {k: v for k, v in event.items() if k not in _NOT_SUMMARY}
@@ -279,7 +312,7 @@ class LogWriter:
             ep.end_at = received + self.join_timeout
         else:
             self._episode(number).context.update(
-                {k: event[k] for k in ("round", "kind", "seed", "run_id") if k in event}
+                {k: event[k] for k in _CONTEXT if k in event}
             )
 
     def _drop_rows(self, number: int) -> None:
@@ -388,7 +421,9 @@ class LogWriter:
             kind = str(ep.context.get("kind", self.default_kind))
             seed = ep.context.get("seed")
             seed = None if seed is None else int(seed)
-            ep.key = (run_id, rnd, kind, ep.number)
+            index = ep.context.get("index")
+            number = ep.number if index is None else int(index)  # `refine run`'s episode column
+            ep.key = (run_id, rnd, kind, number)
             existing = self.db.conn.execute(
                 "SELECT id FROM episodes WHERE run_id = ? AND round IS ? AND kind = ? AND episode = ?",
                 ep.key,
@@ -424,13 +459,15 @@ class LogWriter:
                 missing = [s for s in ep.last_step if s != "expert" and not part.get("_" + s)]
                 if missing:
                     ep.missing_parts += 1
+                ep.rows += 1
+                if not self.stores_steps(kind):
+                    continue  # as in `refine run`: only the episode's summary row is kept
                 row = {k: v for k, v in part.items() if not k.startswith("_")}
                 row.update(run_id=run_id, round=rnd, kind=kind, episode=number,
                            seed=ep.context.get("seed"), step=key[1])
                 if len(row) != len(ep.columns):
                     ep.columns.update(dict.fromkeys(row))
                 rows.append(row)
-                ep.rows += 1
             for start in range(0, len(rows), self.batch_size):
                 self.db.insert_steps(rows[start:start + self.batch_size])
             self.rows_written += len(rows)
@@ -514,7 +551,14 @@ class LogWriter:
         run_id, rnd, kind, number = ep.key
         self.db.end_episode(run_id, rnd, kind, number, summary=_finite(summary),
                             complete=ep.complete, error=error)
-        if ep.columns:
+        if not self.stores_steps(kind):
+            steps = ep.end_summary.get("steps")
+            steps = int(steps) if isinstance(steps, (int, float)) and math.isfinite(steps) else ep.rows
+            self.db.conn.execute(
+                "UPDATE episodes SET steps = ? WHERE run_id = ? AND round IS ? AND kind = ? "
+                "AND episode = ?", (steps, *ep.key),
+            )
+        if ep.columns and self.stores_steps(kind):
             self.db.conn.execute(
                 "UPDATE episodes SET columns = ? WHERE run_id = ? AND round IS ? AND kind = ? "
                 "AND episode = ?", (json.dumps(list(ep.columns)), *ep.key),
@@ -524,6 +568,32 @@ class LogWriter:
         self._episodes.pop(ep.number, None)
         self._drop_rows(ep.number)
         self._closed[ep.number] = ep
+
+    def _unflushed(self) -> list[str]:
+        """What a flush still waits for: rows and ends of episodes whose end was announced
+        (rows of a running episode may rightly wait for their next observation)."""
+        waiting = {ep.number for ep in self._episodes.values() if ep.end_at is not None}
+        for number, _step in self._pending:
+            ep = self._episodes.get(number)
+            if ep is None or ep.end_at is not None:
+                waiting.add(number)
+        return [f"episode counter {n}" for n in sorted(waiting)]
+
+    def _answer_flushes(self, final: bool = False) -> None:
+        self._flush(final=final)
+        waiting = [] if final else self._unflushed()
+        now = time.monotonic()
+        keep = []
+        for deadline, done, answer in self._flush_requests:
+            if not waiting:
+                answer.append((True, f"committed; {self.rows_written} step rows written so far"))
+            elif now >= deadline:
+                answer.append((False, f"timed out waiting for {', '.join(waiting)}"))
+            else:
+                keep.append((deadline, done, answer))
+                continue
+            done.set()
+        self._flush_requests = keep
 
     def _label(self, success: bool, done: threading.Event, answer: list) -> None:
         try:
@@ -575,6 +645,10 @@ PARAMETERS: dict[str, tuple[Any, str, list[IntegerRange] | None, list[FloatingPo
     "flush_period": (0.2, "seconds between transactions", None, _float_range(0.01, 10.0)),
     "join_timeout": (0.5, "seconds a row waits for its other streams before it is written",
                      None, _float_range(0.01, 10.0)),
+    "store_step_kinds": (["diagnostic"], "episode kinds whose steps are stored (as `refine run`: diagnostic); "
+                         "['all'] = every kind; every episode still gets its episodes row", None, None),
+    "flush_timeout": (30.0, "seconds logger/flush waits for announced episode ends to be committed",
+                      None, _float_range(0.1, 3600.0)),
 }
 
 
@@ -601,6 +675,8 @@ class RolloutLogger(Node):
             spec = get_task(task_name).spec
             action_names, observation_columns = spec.action_names, spec.observation_columns
         rnd = int(value("round"))
+        kinds = tuple(str(k) for k in (value("store_step_kinds") or ()))
+        self.flush_timeout = float(value("flush_timeout"))
         self.writer = LogWriter(
             Path(str(value("run_dir"))),
             task=task_name,
@@ -612,6 +688,7 @@ class RolloutLogger(Node):
             batch_size=int(value("batch_size")),
             flush_period=float(value("flush_period")),
             join_timeout=float(value("join_timeout")),
+            store_step_kinds=None if "all" in kinds else kinds,
             log=lambda text: self.get_logger().info(text),
         )
         self.writer.start()
@@ -629,10 +706,16 @@ class RolloutLogger(Node):
             String, "refine/episode_events", lambda msg: put("events", msg), qos.LATCHED
         )
         self.create_service(SetBool, "logger/label_episode", self._on_label)
-        self.get_logger().info(f"logging to {self.writer.db_path}")
+        self.create_service(Trigger, "logger/flush", self._on_flush)
+        stored = "every kind" if self.writer.store_step_kinds is None else ", ".join(sorted(kinds)) or "no kind"
+        self.get_logger().info(f"logging to {self.writer.db_path}; steps stored for {stored}")
 
     def _on_label(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         response.success, response.message = self.writer.label(bool(request.data))
+        return response
+
+    def _on_flush(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.writer.flush(self.flush_timeout)
         return response
 
     def destroy_node(self) -> None:

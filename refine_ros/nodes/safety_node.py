@@ -21,13 +21,13 @@ from rcl_interfaces.msg import (
     ParameterDescriptor,
     SetParametersResult,
 )
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
 from refine_ros import qos
 from refine_ros.messages import pack_vector
+from refine_ros.nodes._main import run_node
 from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
 
 # Defaults are the arm profile (door task: dx, dy, dz, gripper); the car profile overrides them.
@@ -226,22 +226,13 @@ class SafetyNode(Node):
         self._status_pub.publish(msg)
 
 
-def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
+def main(args: list[str] | None = None) -> None:
     try:
-        node = SafetyNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        run_node(SafetyNode, args)
     except InvalidSafetyConfig as exc:
         # refuse to start with inconsistent limits: a clear message and a failing exit code
         rclpy.logging.get_logger("safety_node").fatal(f"invalid safety limits: {exc}")
         raise SystemExit(2) from None
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import (
@@ -36,7 +35,6 @@ from rcl_interfaces.msg import (
     ParameterDescriptor,
     SetParametersResult,
 )
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -46,6 +44,7 @@ from visualization_msgs.msg import MarkerArray
 from refine_core.tasks import get_task
 from refine_ros import adapters, markers, qos
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
+from refine_ros.nodes._main import run_node
 
 TASKS = ("door_open", "car_racing")
 TRACK_REPUBLISH_S = 2.0  # the car track is big and fixed: re-sent for late RViz windows
@@ -328,19 +327,7 @@ class SimNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        executor = SingleThreadedExecutor()  # first: a Ctrl-C must not land in its constructor
-        node = SimNode()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(SimNode, args)
 
 
 if __name__ == "__main__":

@@ -9,19 +9,18 @@ the road is not found nothing is published: no invented tiles.
 from __future__ import annotations
 
 import numpy as np
-import rclpy
 from rcl_interfaces.msg import (
     FloatingPointRange,
     IntegerRange,
     ParameterDescriptor,
     SetParametersResult,
 )
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from refine_ros import qos
+from refine_ros.nodes._main import run_node
 from refine_ros.vision import (
     N_TILES,
     TILE_FEATURES,
@@ -169,18 +168,8 @@ class TrackDetector(Node):
         self._pub.publish(tiles_message(tiles))
 
 
-def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = TrackDetector()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+def main(args: list[str] | None = None) -> None:
+    run_node(TrackDetector, args)
 
 
 if __name__ == "__main__":

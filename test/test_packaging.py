@@ -1,0 +1,57 @@
+"""The installed package is a valid ament prefix, as `colcon build` would lay it out, so
+`ros2 launch refine_ros ...` and `ament_index_python` find it in a plain venv too."""
+
+import os
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIX = Path(sys.prefix)
+
+
+def test_package_xml_is_format_3_ament_python_with_the_runtime_dependencies():
+    root = ElementTree.parse(ROOT / "package.xml").getroot()
+    assert root.get("format") == "3" and root.findtext("name") == "refine_ros"
+    assert root.find("export/build_type").text == "ament_python"
+    deps = {e.text for e in root.findall("exec_depend")}
+    assert {"rclpy", "launch", "launch_ros", "std_msgs", "std_srvs", "geometry_msgs", "sensor_msgs",
+            "nav_msgs", "visualization_msgs", "diagnostic_msgs"} <= deps
+
+
+def test_install_lays_out_the_share_directory_and_the_package_marker():
+    share = PREFIX / "share" / "refine_ros"
+    assert (PREFIX / "share/ament_index/resource_index/packages/refine_ros").is_file()
+    assert (share / "package.xml").is_file()
+    for name in ("door_sim", "car_sim", "arm_real", "rc_car_real"):
+        assert (share / "launch" / f"{name}.launch.py").is_file()
+        assert (share / "config" / f"{name}.yaml").is_file()
+    assert (share / "config" / "refine.rviz").is_file()
+    assert (share / "urdf" / "door_scene.urdf").is_file() and (share / "urdf" / "rc_car.urdf").is_file()
+
+
+def test_ament_index_finds_the_package(monkeypatch):
+    ament = pytest.importorskip("ament_index_python.packages", reason="ament_index_python wheel missing")
+    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join([str(PREFIX), os.environ.get("AMENT_PREFIX_PATH", "")]))
+    share = Path(ament.get_package_share_directory("refine_ros"))
+    assert (share / "launch" / "door_sim.launch.py").is_file()
+
+
+def test_colcon_puts_node_executables_where_ros2_launch_looks():
+    text = (ROOT / "setup.cfg").read_text()
+    assert "script_dir=$base/lib/refine_ros" in text and "install_scripts=$base/lib/refine_ros" in text
+
+
+def test_every_node_executable_is_a_console_script_with_a_main():
+    import importlib
+    import importlib.metadata as md
+
+    scripts = {e.name: e.value for e in md.entry_points(group="console_scripts")
+               if e.value.startswith(("refine_ros.", "refine_core."))}
+    for name in ("refine", "sim_node", "learner_node", "rollout_logger", "analysis_node", "safety_node",
+                 "arm_bridge", "rc_car_bridge", "track_detector"):
+        assert name in scripts, name
+        module, func = scripts[name].split(":")
+        assert callable(getattr(importlib.import_module(module), func))
