@@ -86,10 +86,12 @@ def traces_plot(table: pd.DataFrame, action_names: list[str]) -> str | None:
     for c in latents:
         axes[0].plot(ep["step"], ep[c], label=c.removeprefix("latent_"))
     axes[0].set_title("latents")
-    for c in acts:
-        axes[1].plot(ep["step"], ep[c], label=c)
-    for c in experts:
-        axes[1].plot(ep["step"], ep[c], "--", alpha=0.6, label=c)
+    for i, name in enumerate(action_names):  # one colour per action: policy solid, expert dashed
+        colour = f"C{i}"
+        if f"act_{name}" in acts:
+            axes[1].plot(ep["step"], ep[f"act_{name}"], color=colour, label=name)
+        if f"expert_{name}" in experts:
+            axes[1].plot(ep["step"], ep[f"expert_{name}"], "--", color=colour, alpha=0.6)
     axes[1].set_title("executed (solid) and expert (dashed) actions")
     axes[1].set_xlabel("step")
     for ax in axes:

@@ -15,8 +15,9 @@ Payloads (JSON on `std_msgs/String`):
   fitted weights travel as a base64 `PolicyBundle.to_npz_bytes()` blob (plain arrays, never a
   pickle), so the analysis node can commit them with the round without refitting.
 - round_complete: `{round, run_id, metrics: {kind: stages.summarise(...)}, episodes: [...],
-  errors: [...]}`; `episodes` lists what the learner drove (kind, index, counter, seed, steps,
-  summary) so the analysis node can check the logger wrote all of it.
+  errors: [...]}`; `episodes` lists what the learner drove (kind, episode = the index within
+  its kind, i.e. the database's `episode` column, counter, seed, steps, summary) so the
+  analysis node can check the logger wrote all of it.
 """
 
 from __future__ import annotations
@@ -51,20 +52,25 @@ class PlannedEpisode:
     index: int
     """Position within its kind (the `episode` column `refine run` writes)."""
     counter: int
-    """The episode counter carried by the counted vectors: unique within the round, so the
-    logger never confuses two episodes whose messages are still in flight."""
+    """The episode counter carried by the counted vectors: unique within the run (rounds
+    start at `round * plan length`), so the logger never confuses two episodes whose messages
+    are still in flight, and a safety node's confirmation of one episode never carries over to
+    an episode of a later round. `episode_plan` numbers from `first_counter`; the learner
+    starts each round at `round_counter_base`."""
     seed: int
 
 
-def episode_plan(spec: TaskSpec, diagnostic: int, selection: int, evaluation: int) -> list[PlannedEpisode]:
+def episode_plan(spec: TaskSpec, diagnostic: int, selection: int, evaluation: int, *,
+                 first_counter: int = 0) -> list[PlannedEpisode]:
     """Diagnostic episodes first (their table feeds the analysis), then selection, then eval,
-    on the task's seeds for each kind, exactly as `stages.roll_out` chooses them."""
+    on the task's seeds for each kind, exactly as `stages.roll_out` chooses them; counters
+    run from `first_counter`."""
     groups = (
         ("diagnostic", spec.diagnostic_seeds[: max(0, diagnostic)]),
         ("selection", spec.selection_seeds[: max(0, selection)]),
         ("eval", spec.eval_seeds[: max(0, evaluation)]),
     )
-    plan, counter = [], 0
+    plan, counter = [], int(first_counter)
     for kind, seeds in groups:
         for index, seed in enumerate(seeds):
             plan.append(PlannedEpisode(kind, index, counter, int(seed)))
@@ -184,6 +190,13 @@ def parse_fit(payload: Any) -> dict:
     if data["ok"] and not isinstance(data.get("bundle_b64"), str):
         raise ProtocolError("refine/fit_result: a successful fit needs bundle_b64")
     return data
+
+
+def round_counter_base(round_: int, plan_length: int) -> int:
+    """First episode counter of a round: rounds never share a counter, and none is 0, the
+    counter a hardware bridge publishes under before it has seen any start event (its stale
+    step numbers would otherwise be taken for the first episode's)."""
+    return 1 + max(0, int(round_)) * max(1, int(plan_length))
 
 
 def round_payload(round_: int, *, run_id: int, metrics: dict, episodes: list[dict], errors: list[str]) -> dict:

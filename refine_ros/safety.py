@@ -45,8 +45,9 @@ class SafetyConfig:
     watchdog_timeout: float = 0.1
     """Budget: zero is on the wire within this time after inputs go stale."""
     watchdog_period: float = 0.01
-    """Watchdog tick; inputs count as stale after `watchdog_timeout - 2 * watchdog_period`:
-    one period until the next tick, one period of margin for scheduling and transport."""
+    """Watchdog tick; inputs count as stale after `watchdog_timeout - watchdog_period - margin`
+    with margin = max(period, 30 % of the timeout): one period until the next tick, and the
+    margin for a descheduled process and the transport on a loaded machine."""
     teleop_hold: float = 0.5
     """A teleop command blocks policy commands for this long."""
     workspace_observation_indices: tuple[int, ...] = ()
@@ -94,7 +95,8 @@ class SafetyConfig:
 
     @property
     def stale_after(self) -> float:
-        return self.watchdog_timeout - 2 * self.watchdog_period
+        margin = max(self.watchdog_period, 0.3 * self.watchdog_timeout)
+        return self.watchdog_timeout - self.watchdog_period - margin
 
 
 @dataclass(frozen=True)

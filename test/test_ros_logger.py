@@ -264,3 +264,97 @@ def test_label_episode_service(run_dir):
     assert db.episodes(1).iloc[0]["label"] == "failure"
     assert db.events(1, kind="label")[0]["data"]["label"] == "failure"
     db.close()
+
+
+# -- episode numbering, stored kinds and flush (as `refine run` writes) -------------------------------
+def _episode(w: LogWriter, counter: int, index: int, kind: str, steps: int, seed: int = 7) -> None:
+    """One announced episode: `counter` joins the streams, `index` is its number in its kind."""
+    w.put("events", pack_json({"event": "start", "episode": counter, "index": index, "round": 0,
+                               "kind": kind, "seed": seed}))
+    for t in range(steps + 1):
+        w.put("observation", pack_vector(counter, t, [t, t]))
+        if t < steps:
+            w.put("action", pack_vector(counter, t, [0.0, 1.0]))
+            w.put("reward", pack_vector(counter, t, [1.0, float(t == steps - 1), 0.0]))
+    w.put("events", pack_json({"event": "end", "episode": counter, "metric": 0.5, "steps": steps}))
+
+
+def test_episodes_are_numbered_within_their_kind_and_only_stored_kinds_keep_steps(run_dir):
+    w = _writer(run_dir, store_step_kinds=("diagnostic",))
+    _episode(w, 0, 0, "diagnostic", 4)
+    _episode(w, 1, 1, "diagnostic", 3)
+    _episode(w, 2, 0, "selection", 5)
+    _episode(w, 3, 0, "eval", 2)
+    ok, message = w.flush(10.0)
+    assert ok, message
+    db = RunDatabase(run_dir)
+    episodes = db.episodes(1)
+    keys = sorted(zip(episodes["kind"], episodes["episode"], episodes["steps"], strict=True))
+    assert keys == [("diagnostic", 0, 4), ("diagnostic", 1, 3), ("eval", 0, 2), ("selection", 0, 5)]
+    assert (episodes["complete"] == 1).all()
+    steps = db.load_steps(1)
+    assert sorted(set(zip(steps["kind"], steps["episode"], strict=True))) == [("diagnostic", 0), ("diagnostic", 1)]
+    assert len(db.load_steps(1, kind="diagnostic", episode=1)) == 3
+    unstored = episodes[episodes["kind"] != "diagnostic"]
+    assert unstored["columns"].isna().all(), "like refine run: no step columns without stored steps"
+    assert episodes[episodes["kind"] == "selection"]["return"].iloc[0] == 5.0
+    w.stop()
+    db.close()
+
+
+def test_flush_waits_for_ended_episodes_and_not_for_a_running_one(run_dir):
+    # rows wait a whole second for their other streams: a flush that did not wait would see none
+    w = _writer(run_dir, join_timeout=1.0, flush_period=0.05)
+    _episode(w, 5, 0, "diagnostic", 6)
+    w.put("events", pack_json({"event": "start", "episode": 6, "index": 1, "round": 0, "kind": "diagnostic"}))
+    w.put("observation", pack_vector(6, 0, [0, 0]))  # a running episode, waiting for step 1
+    started = time.monotonic()
+    ok, message = w.flush(10.0)
+    waited = time.monotonic() - started
+    assert ok, message
+    assert waited >= 0.9, "the flush answered before the ended episode could be committed"
+    db = RunDatabase(run_dir)
+    row = db.episodes(1).set_index("episode").loc[0]
+    assert (row["complete"], row["steps"]) == (1, 6)
+    assert len(db.load_steps(1, episode=0)) == 6
+    db.close()
+    w.stop()
+
+
+def test_flush_times_out_with_a_reason(run_dir):
+    w = _writer(run_dir, join_timeout=0.05)
+    w.put("events", pack_json({"event": "start", "episode": 0, "index": 0, "round": 0, "kind": "diagnostic"}))
+    for t in range(3):
+        w.put("observation", pack_vector(0, t, [t, t]))
+    # the end says 9 steps: the episode is held open for its missing tail, longer than the flush waits
+    w.put("events", pack_json({"event": "end", "episode": 0, "steps": 9}))
+    ok, message = w.flush(0.5)
+    w.stop()
+    assert not ok and "episode counter 0" in message
+
+
+def test_flush_service_over_dds(run_dir):
+    import rclpy
+    from std_srvs.srv import Trigger
+
+    env = ros_env()
+    logger = start_logger(run_dir, env, extra=["-p", "join_timeout:=2.0"])
+    try:
+        _logger_ready(logger)
+        run_publisher(100.0, 40, env)
+        rclpy.init()
+        node = rclpy.create_node("flush_client")
+        try:
+            client = node.create_client(Trigger, "logger/flush")
+            assert client.wait_for_service(timeout_sec=10.0)
+            future = client.call_async(Trigger.Request())
+            rclpy.spin_until_future_complete(node, future, timeout_sec=30.0)
+            answer = future.result()
+            rows, gaps, complete = count_logged(run_dir)  # read at once, no waiting
+        finally:
+            node.destroy_node()
+            rclpy.try_shutdown()
+    finally:
+        stop_process(logger)
+    assert answer is not None and answer.success, answer
+    assert (rows, gaps, complete) == (40, 0, True)

@@ -11,13 +11,14 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
 
 from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.programs import starter_program
 from refine_core.store.db import RunDatabase
 from refine_ros import qos
-from refine_ros.messages import pack_json
+from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
@@ -233,3 +234,140 @@ def test_episode_plan_follows_the_task_seeds():
         ("eval", 0, 1000), ("eval", 1, 1001), ("eval", 2, 1002)]
     assert [e.counter for e in plan] == list(range(6))
     assert episode_plan(spec, 0, 0, 0) == []
+
+
+# ------------------------------------------------------------------------- a real robot: operator confirmation
+class FakeArm(Node):
+    """Stands in for the arm bridge and its hardware: counted door observations at 50 Hz that
+    restart their step counter at each episode start event (as the bridge does), and a count
+    of what the policy and the safety node send."""
+
+    def __init__(self, context) -> None:
+        super().__init__("fake_arm", context=context)
+        from refine_core.tasks.registry import get_task
+
+        self.width = len(get_task("door_open").spec.observation_columns)
+        self.episode, self.step = 0, 0
+        self.actions: list[tuple[int, int]] = []  # (episode, step) of refine/action
+        self.safe_policy = 0
+        self.lock = threading.Lock()
+        self.starts: list[dict] = []
+        self.round_done = threading.Event()
+        self.pub_obs = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
+        self.pub_program = self.create_publisher(String, "refine/program", qos.LATCHED)
+        self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
+        self.create_subscription(String, "refine/round_complete", lambda _m: self.round_done.set(), qos.LATCHED)
+        self.confirm = self.create_client(Trigger, "safety/confirm_episode")
+        self.create_timer(0.02, self._tick)
+
+    def _on_event(self, msg: String) -> None:
+        event = json.loads(msg.data)
+        if event.get("event") == "start":
+            with self.lock:
+                self.starts.append(event)
+                self.episode, self.step = int(event["episode"]), 0
+
+    def _on_action(self, msg: Float64MultiArray) -> None:
+        with self.lock:
+            self.actions.append((int(msg.data[0]), int(msg.data[1])))
+
+    def _tick(self) -> None:
+        obs = [0.0] * self.width
+        obs[0], obs[1], obs[2] = 0.0, 0.6, 0.2  # the gripper inside the workspace box
+        with self.lock:
+            episode, step = self.episode, self.step
+            self.step += 1
+        self.pub_obs.publish(pack_vector(episode, step, obs))
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.actions)
+
+
+def _confirm(arm: FakeArm) -> None:
+    assert arm.confirm.wait_for_service(timeout_sec=10.0)
+    done = threading.Event()
+    future = arm.confirm.call_async(Trigger.Request())
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0) and future.result().success, "safety/confirm_episode refused"
+
+
+def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_dir):
+    """No simulator, the real safety node: the learner publishes no action for an episode until
+    safety/confirm_episode is called, then runs it for max_steps actions; the next episode
+    waits for a confirmation of its own."""
+    import time
+
+    from refine_ros.nodes.safety_node import SafetyNode
+
+    steps = 8
+    learner = LearnerNode(context=context, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("max_steps", value=steps),
+        Parameter("episodes", value=1), Parameter("selection_episodes", value=1),
+        Parameter("eval_episodes", value=0), Parameter("sim_node", value=""),
+        Parameter("reset_service", value=""), Parameter("wait_for_confirmation", value=True),
+        Parameter("confirmation_timeout", value=60.0),
+    ])
+    safety = SafetyNode(context=context, parameter_overrides=[Parameter("dry_run", value=True)])
+    arm = FakeArm(context)
+    spin = Spin(context, learner, safety, arm)
+    try:
+        assert learner.param_client is None and learner.reset_client is None, "no sim services on a robot"
+        source = starter_program("door_open")
+        arm.pub_program.publish(pack_json(program_payload(0, "program", source, bundle=PolicyBundle(source, {}))))
+        deadline = time.monotonic() + 60
+        while learner.runner is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert learner.runner is not None, "the learner never built the policy"
+        time.sleep(1.5)  # observations flow, the safety node holds: the learner must not act
+        assert arm.count() == 0 and not arm.starts, "acted before the operator confirmed"
+        # no policy command yet: the safety node holds the arm (its watchdog reports "stale")
+        assert learner.safety_state in ("stale", "unconfirmed"), learner.safety_state
+
+        _confirm(arm)
+        deadline = time.monotonic() + 20
+        while arm.count() < steps and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first = arm.starts[0]
+        assert (first["kind"], first["index"]) == ("diagnostic", 0) and first["episode"] != 0
+        assert [s for e, s in arm.actions if e == first["episode"]] == list(range(steps))
+        assert safety.filter.counters.passed > 0 and safety.filter.confirmed_episode == first["episode"]
+
+        time.sleep(1.0)  # the selection episode needs its own confirmation
+        assert arm.count() == steps and len(arm.starts) == 1, "the next episode started unconfirmed"
+        _confirm(arm)
+        assert arm.round_done.wait(20), "the round did not complete after the second confirmation"
+        second = arm.starts[1]
+        assert (second["kind"], second["index"]) == ("selection", 0)
+        assert [s for e, s in arm.actions if e == second["episode"]] == list(range(steps))
+    finally:
+        spin.stop()
+        learner.destroy_node()
+        safety.destroy_node()
+        arm.destroy_node()
+    assert not learner._thread.is_alive()
+
+
+def test_a_confirmation_that_never_comes_fails_the_episode_and_shutdown_ends_the_wait(context, run_dir):
+    learner = LearnerNode(context=context, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("max_steps", value=5),
+        Parameter("episodes", value=1), Parameter("selection_episodes", value=0),
+        Parameter("eval_episodes", value=0), Parameter("sim_node", value=""),
+        Parameter("reset_service", value=""), Parameter("wait_for_confirmation", value=True),
+        Parameter("confirmation_timeout", value=1.0),
+    ])
+    arm = FakeArm(context)
+    spin = Spin(context, learner, arm)
+    try:
+        _declared(learner, ["wait_for_confirmation", "confirmation_timeout"])
+        source = starter_program("door_open")
+        arm.pub_program.publish(pack_json(program_payload(0, "program", source, bundle=PolicyBundle(source, {}))))
+        assert arm.round_done.wait(60), "a missing confirmation must end the episode, not hang the round"
+        assert arm.count() == 0
+        assert learner.safety_state.startswith("no safety/status"), "no safety node ran"
+    finally:
+        spin.stop()
+        learner.destroy_node()
+        arm.destroy_node()
+    assert not learner._thread.is_alive()

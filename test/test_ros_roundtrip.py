@@ -153,8 +153,54 @@ def test_a_run_killed_before_a_commit_resumes_without_duplicate_rows(finished_ru
         rounds = db.rounds(run_id)
         assert [(r["round"], r["status"]) for r in rounds] == [(0, "committed"), (1, "committed")]
         assert rounds[1]["program"] == program
-        for kind in ("diagnostic", "selection", "eval"):
-            steps = db.load_steps(run_id, 1, kind=kind)
-            assert list(steps["step"]) == list(range(MAX_STEPS)), f"{kind} steps duplicated or lost"
-        assert len(db.episodes(run_id, 1)) == 3
+        steps = db.load_steps(run_id, 1, kind="diagnostic")
+        assert list(steps["step"]) == list(range(MAX_STEPS)), "diagnostic steps duplicated or lost"
+        assert len(db.load_steps(run_id, 1)) == MAX_STEPS, "only the diagnostic steps are stored"
+        episodes = db.episodes(run_id, 1)
+        assert len(episodes) == 3 and (episodes["steps"] == MAX_STEPS).all()
         assert len(db.analyses(run_id, 1)) >= 1
+
+
+# ------------------------------------------------------------------------- same rows as `refine run`
+@pytest.fixture(scope="module")
+def core_run(tmp_path_factory):
+    """The same settings through refine_core.loop.refine, no ROS."""
+    from refine_core.analyst.offline import OfflineAnalyst
+    from refine_core.loop import refine
+
+    run_dir = tmp_path_factory.mktemp("core") / "run"
+    config = stages.LoopConfig(max_rounds=2, diagnostic_episodes=1, selection_episodes=1, eval_episodes=1,
+                               max_steps=MAX_STEPS, verbose=False)
+    with RunDatabase(run_dir) as db:
+        result = refine(get_task("door_open"), OfflineAnalyst(), db, config)
+    return run_dir, result.run_id
+
+
+def _rows(run_dir, run_id) -> tuple[list, dict, dict]:
+    db = sqlite3.connect(run_dir / "run.db")
+    try:
+        rounds = db.execute("SELECT round, status FROM rounds WHERE run_id = ? ORDER BY round", (run_id,)).fetchall()
+        episodes = {(r, k, e): n for r, k, e, n in db.execute(
+            "SELECT round, kind, episode, steps FROM episodes WHERE run_id = ?", (run_id,))}
+        steps = {(r, k, e): n for r, k, e, n in db.execute(
+            "SELECT round, kind, episode, COUNT(*) FROM steps WHERE run_id = ? GROUP BY round, kind, episode",
+            (run_id,))}
+    finally:
+        db.close()
+    return rounds, episodes, steps
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_node_graph_leaves_the_rows_refine_run_leaves(finished_run, core_run):
+    ros_dir, _code = finished_run
+    with RunDatabase(ros_dir, create=False) as db:
+        ros_run = db.latest_run()["id"]
+    ros_rounds, ros_episodes, ros_steps = _rows(ros_dir, ros_run)
+    core_rounds, core_episodes, core_steps = _rows(*core_run)
+    assert ros_rounds == core_rounds == [(0, "committed"), (1, "committed")]
+    assert ros_episodes == core_episodes, "same (round, kind, episode) keys and episode lengths"
+    assert sorted(ros_episodes) == [(r, k, 0) for r in (0, 1) for k in ("diagnostic", "eval", "selection")]
+    assert ros_steps == core_steps, "steps only for the diagnostic episodes, with the same counts"
+    assert {k for _r, k, _e in ros_steps} == {"diagnostic"}

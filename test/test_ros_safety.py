@@ -408,7 +408,10 @@ def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_prop
           f"p99 {p99:.1f} ms, max {d.max():.1f} ms (budget {budget * 1000:.0f} ms)")  # fmt: skip
     record_property("watchdog_p50_ms", round(p50, 2))
     record_property("watchdog_p99_ms", round(p99, 2))
-    assert p95 <= budget * 1000.0
+    # The design leaves 30 % of the budget for scheduling: on an idle machine every trial is
+    # inside it. A shared 2-core CI box can deschedule a process for longer than that once in
+    # a while, so the hard assertion is on the 99th percentile and every trial must stop.
+    assert p99 <= budget * 1000.0
 
 
 def test_fuzzer_never_crashes_and_never_exceeds_bounds(ros_safety):

@@ -11,13 +11,19 @@ Why it is built this way:
   in the sandbox, rebuild here), the very function `refine run` uses; the result goes to the
   analysis node on `refine/fit_result` (weights as a base64 npz bundle, never a pickle).
 - The learner numbers the episodes: before each reset it sets the sim node's `seed`,
-  `episode` (a counter unique within the round, so the logger can never merge two episodes
+  `episode` (a counter unique within the run, so the logger can never merge two episodes
   whose messages are still in flight) and `max_steps` parameters, and announces the episode on
   `refine/episode_events` with its round, kind, seed and `index` (its number within the kind,
   the `episode` column `refine run` writes). The episode ends with the sim's done flag on
   `refine/reward`; on a real robot (`reset_service: ''`) after `max_steps` actions.
 - Control-path messages of an episode other than the current one, or older than its last
   step, are dropped: a late message can never produce an action.
+- On a robot (`wait_for_confirmation: true`) each episode begins only once the safety node
+  reports a pending operator confirmation (`confirm_pending` in its `safety/status`
+  diagnostics, set by `safety/confirm_episode`): the learner blocks on an event the status
+  callback sets, so no step of the budget is spent while the safety node holds the robot.
+  Only statuses received after the wait began count, so the confirmation the previous episode
+  consumed never starts the next one.
 
 Topics and QoS: docs/ROS_INTERFACES.md (plus `refine/fit_result`, LATCHED).
 """
@@ -29,12 +35,13 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import (
     FloatingPointRange,
     IntegerRange,
@@ -70,6 +77,7 @@ from refine_ros.round_protocol import (
     episode_plan,
     fit_payload,
     parse_program,
+    round_counter_base,
     round_payload,
 )
 
@@ -88,6 +96,10 @@ PARAMETERS: dict[str, tuple[Any, str, tuple | None]] = {
                  "'' = none (real robot)", None),
     "reset_service": ("sim/reset", "Trigger service that starts an episode; '' = none (real robot: the episode "
                       "starts with its start event and ends after max_steps actions)", None),
+    "wait_for_confirmation": (False, "before each episode wait until safety/status reports the operator's "
+                              "safety/confirm_episode (real robots)", None),
+    "confirmation_timeout": (600.0, "seconds to wait for the operator's confirmation before the episode is "
+                             "recorded as failed", (1.0, 86400.0)),
 }
 ACTION_MODES = ("mean", "sample")
 
@@ -162,6 +174,15 @@ class LearnerNode(Node):
         self.param_client = (self.create_client(SetParameters, f"{sim}/set_parameters", callback_group=other)
                              if sim else None)
 
+        self.wait_for_confirmation = bool(value("wait_for_confirmation"))
+        self.confirmation_timeout = float(value("confirmation_timeout"))
+        self._confirmed = threading.Event()
+        self._watching_status = False  # set by the orchestration thread when a wait begins
+        self.safety_state = "no safety/status received yet"
+        if self.wait_for_confirmation:
+            self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE,
+                                     callback_group=other)
+
         self.runner: PolicyRunner | None = None
         self.control_ms: list[float] = []
         """Observation callback entry -> action published, per step of the current round."""
@@ -235,6 +256,15 @@ class LearnerNode(Node):
             active.rewarded.set()
             if active.last_step > vec.step:
                 active.finished.set()
+
+    def _on_safety_status(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if "confirm_pending" not in values:
+                continue
+            self.safety_state = values.get("state", status.message)
+            if self._watching_status and values["confirm_pending"] == "True":
+                self._confirmed.set()
 
     # -- programs (other callback group; never blocks) -------------------------------------------
     def _on_program(self, msg: String) -> None:
@@ -317,10 +347,11 @@ class LearnerNode(Node):
         rnd, run_id = int(program["round"]), int(program["run_id"])
         logs: list[EpisodeLog] = []
         self.control_ms = []
+        base = round_counter_base(rnd, len(self.plan))
         for planned in self.plan:
             if self._closing.is_set():
                 return
-            logs.append(self._episode(planned, rnd, run_id))
+            logs.append(self._episode(replace(planned, counter=base + planned.counter), rnd, run_id))
         metrics, episodes, errors = {}, [], []
         for kind in ("diagnostic", "selection", "eval"):
             group = [log for log in logs if log.planned.kind == kind]
@@ -329,8 +360,8 @@ class LearnerNode(Node):
             summaries = [log.summary(self.task) for log in group]
             metrics[kind] = stages.summarise(summaries)
             for log, summary in zip(group, summaries, strict=True):
-                episodes.append({"kind": kind, "index": log.planned.index, "episode": log.counter,
-                                 "seed": log.planned.seed, "steps": len(log.rewards), "summary": summary})
+                episodes.append({"kind": kind, "index": log.planned.index, "episode": log.planned.index,
+                                 "counter": log.counter, "seed": log.planned.seed, "steps": len(log.rewards), "summary": summary})
                 if log.error:
                     errors.append(f"{kind} seed {log.planned.seed}: {log.error}")
         self.rounds_done += 1
@@ -346,6 +377,13 @@ class LearnerNode(Node):
     def _episode(self, planned: PlannedEpisode, rnd: int, run_id: int) -> EpisodeLog:
         log = EpisodeLog(planned, counter=planned.counter)
         active = _Active(planned, rnd, run_id, self.limit, log, counter=planned.counter)
+        error = self._await_confirmation(planned, rnd)
+        if error is not None:  # never started: announce and close it so the database has its row
+            self._event("start", active)
+            log.error = error
+            self._event("end", active, summary=log.summary(self.task), complete=False)
+            self.get_logger().error(f"{planned.kind} episode (seed {planned.seed}) not run: {error}")
+            return log
         error = self._set_sim_parameters(planned)
         if error is None:
             self.runner.new_episode(planned.seed)
@@ -364,6 +402,37 @@ class LearnerNode(Node):
         if log.error:
             self.get_logger().error(f"{planned.kind} episode (seed {planned.seed}) failed: {log.error}")
         return log
+
+    def _await_confirmation(self, planned: PlannedEpisode, rnd: int) -> str | None:
+        """Block this (orchestration) thread until the operator confirms the episode."""
+        if not self.wait_for_confirmation:
+            return None
+        self._confirmed.clear()
+        self._watching_status = True
+        try:
+            self.get_logger().info(
+                f"round {rnd}: waiting for the operator to confirm {planned.kind} episode {planned.index} "
+                f"(seed {planned.seed}): reset the scene, then call safety/confirm_episode "
+                f"(std_srvs/Trigger); safety state: {self.safety_state}"
+            )
+            deadline = time.monotonic() + self.confirmation_timeout
+            while not self._confirmed.is_set():
+                left = deadline - time.monotonic()
+                if self._closing.is_set():
+                    return "the learner is shutting down"
+                if left <= 0:
+                    return (f"the operator did not confirm within {self.confirmation_timeout:g} s "
+                            f"(safety state: {self.safety_state})")
+                # the event wakes this at once; the bounded wait only notices shutdown and reminds
+                if not self._confirmed.wait(min(left, 30.0)) and left > 30.0:
+                    self.get_logger().info(f"still waiting for safety/confirm_episode "
+                                           f"(safety state: {self.safety_state})")
+            if self._closing.is_set():
+                return "the learner is shutting down"
+            self.get_logger().info(f"round {rnd}: {planned.kind} episode {planned.index} confirmed; starting")
+            return None
+        finally:
+            self._watching_status = False
 
     def _event(self, kind: str, active: _Active, **extra: Any) -> None:
         payload = {"event": kind, "episode": active.counter, "round": active.round, "run_id": active.run_id,
@@ -410,6 +479,7 @@ class LearnerNode(Node):
     # -- shutdown ------------------------------------------------------------------------------------
     def destroy_node(self) -> None:
         self._closing.set()
+        self._confirmed.set()
         active = self.active
         if active is not None:
             active.rewarded.set()

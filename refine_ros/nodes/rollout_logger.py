@@ -434,7 +434,7 @@ class LogWriter:
                     "UPDATE episodes SET complete = NULL WHERE id = ?", (existing[0],)
                 )
             else:
-                self.db.begin_episode(run_id, rnd, kind, ep.number, seed=seed)
+                self.db.begin_episode(run_id, rnd, kind, number, seed=seed)
         return ep.key
 
     def _flush(self, final: bool) -> None:
