@@ -123,10 +123,16 @@ class EpisodeLog:
     error: str | None = None
     counter: int | None = None
     """The sim's episode counter it ran under (None if it never started)."""
+    actions: int = 0
+    """Actions published; a robot reports no reward, so this is its step count."""
+
+    @property
+    def steps(self) -> int:
+        return len(self.rewards) if self.rewards else self.actions
 
     def summary(self, task: Task) -> dict[str, Any]:
         summary = _summarise(task, self.observations, self.rewards, self.infos)
-        summary.update(seed=self.planned.seed, steps=len(self.rewards), complete=self.error is None,
+        summary.update(seed=self.planned.seed, steps=self.steps, complete=self.error is None,
                        error=self.error)
         return summary
 

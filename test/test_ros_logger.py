@@ -358,3 +358,29 @@ def test_flush_service_over_dds(run_dir):
         stop_process(logger)
     assert answer is not None and answer.success, answer
     assert (rows, gaps, complete) == (40, 0, True)
+
+
+def test_a_robot_bridge_stream_outside_episodes_is_not_logged(run_dir):
+    """A bridge publishes observations before the first start event and after an episode's
+    last action; with log_unannounced off only the announced episode's steps are rows."""
+    w = _writer(run_dir, log_unannounced=False)
+    for t in range(5):
+        w.put("observation", pack_vector(0, t, [t, t]))  # before any episode
+    w.put("events", pack_json({"event": "start", "episode": 1, "index": 0, "round": 0, "kind": "diagnostic"}))
+    for t in range(8):  # 3 actions, then the bridge keeps going
+        w.put("observation", pack_vector(1, t, [t, t]))
+        if t < 3:
+            w.put("action", pack_vector(1, t, [0.0, 1.0]))
+    w.put("events", pack_json({"event": "end", "episode": 1, "steps": 3}))
+    ok, message = w.flush(10.0)
+    for t in range(8, 10):
+        w.put("observation", pack_vector(1, t, [t, t]))  # after the close: late, dropped
+    w.stop()
+    assert ok, message
+    assert w.unannounced == 5 and w.late_parts >= 2
+    db = RunDatabase(run_dir)
+    episodes = db.episodes(1)
+    assert list(zip(episodes["episode"], episodes["steps"], strict=True)) == [(0, 3)]
+    steps = db.load_steps(1)
+    assert list(steps["step"]) == [0, 1, 2] and list(steps["next_o1"]) == [1, 2, 3]
+    db.close()

@@ -22,6 +22,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="round number to store (default: one after the last round)")
     p.add_argument("--max-epochs", type=int, default=None, help="upper bound on IL epochs")
     p.add_argument("--seed", type=int, default=0, help="fit seed (split, minibatch order)")
+    p.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="fit even where OS namespaces are unavailable (recorded as weak isolation)")
     return p
 
 
@@ -56,10 +58,10 @@ def read_program(path_text: str, task_name: str) -> tuple[str, str]:
 
 
 def run(args) -> int:
-    from refine_core.learn.il import FitError, ILConfig, fit_il
-    from refine_core.policy.contract import build_policy, validate_policy
-    from refine_core.policy.errors import ContractError
+    from refine_core.policy.bundle import PolicyBundle
+    from refine_core.policy.contract import validate_policy
     from refine_core.rollout.demo import Demonstration, DemonstrationError
+    from refine_core.sandbox import fit_in_sandbox
 
     db, run_row, task = open_run(args.run)
     with db:
@@ -69,33 +71,34 @@ def run(args) -> int:
             demo = Demonstration.load(db, run_row["id"])
         except DemonstrationError as exc:
             raise UserError(f"{exc}; record one first (refine record)") from None
-        try:
-            policy = build_policy(source, spec)
-            schema = validate_policy(policy, spec)
-        except ContractError as exc:
-            raise UserError(f"invalid program {label}: {str(exc).splitlines()[0]}") from None
-        config = ILConfig(seed=args.seed, **({} if args.max_epochs is None
-                                             else {"max_epochs": args.max_epochs}))
+        config = {"seed": args.seed, **({} if args.max_epochs is None else {"max_epochs": args.max_epochs})}
         start = time.perf_counter()
-        try:
-            report = fit_il(policy, demo.inputs, demo.actions, config, spec=spec)
-        except FitError as exc:
-            raise UserError(f"fitting {label} failed: {str(exc).splitlines()[0]}") from None
+        # The program is checked statically here, then built, validated and fitted in the
+        # sandbox like any generated program; only plain arrays come back.
+        fit = fit_in_sandbox(source, spec.name, demo.inputs, demo.actions, config,
+                             allow_weak_isolation=args.allow_weak_sandbox)
         fit_s = time.perf_counter() - start
+        first_line = (fit.error or "").splitlines()[0] if fit.error else f"sandbox status {fit.status}"
+        if fit.status == "contract_error":
+            raise UserError(f"invalid program {label}: {first_line}")
+        if not fit.ok:
+            raise UserError(f"fitting {label} failed: {first_line}")
+        policy = PolicyBundle(source, fit.weights).build(spec)
+        schema = validate_policy(policy, spec)
+        report = fit.report or {}
         last = db.last_round(run_row["id"])
         number = args.round if args.round is not None else (0 if last is None else last + 1)
         with db.transaction():
             db.save_round(
-                run_row["id"], number, status="committed", program=source,
-                fit_report=report.to_dict(), weights=report.weights, info_schema=schema,
-                timings={"fit_s": fit_s},
+                run_row["id"], number, status="committed", program=source, fit_report=report,
+                weights=fit.weights, info_schema=schema, timings={"fit_s": fit_s},
             )
             db.log_event(run_row["id"], number, "fit", f"fitted {label}",
-                         {"best_val_nll": report.best_val_nll, "epochs": report.epochs})
-        print(f"round {number}: fitted {label} on {demo.steps} demonstration steps in {fit_s:.1f} s; "
-              f"val NLL {report.initial_val_nll:.3f} -> {report.best_val_nll:.3f} "
-              f"(best epoch {report.best_epoch} of {report.epochs}); "
-              f"{len(schema.weights)} weights, {len(schema.latents)} latents")
+                         {"best_val_nll": report.get("best_val_nll"), "epochs": report.get("epochs")})
+        print(f"round {number}: fitted {label} on {demo.steps} demonstration steps in {fit_s:.1f} s "
+              f"(sandboxed, {fit.result.isolation}); val NLL {report.get('initial_val_nll', float('nan')):.3f} -> "
+              f"{report.get('best_val_nll', float('nan')):.3f} (best epoch {report.get('best_epoch')} of "
+              f"{report.get('epochs')}); {len(schema.weights)} weights, {len(schema.latents)} latents")
         for warning in schema.warnings:
             print(f"  warning: {warning}")
     return 0

@@ -229,6 +229,7 @@ class LearnerNode(Node):
             active.finished.set()
             return
         self.pub_action.publish(pack_vector(vec.episode, vec.step, act.tolist(), "action"))
+        active.log.actions += 1
         self.control_ms.append((time.perf_counter() - started) * 1000.0)
         self.pub_step.publish(pack_vector(vec.episode, vec.step, values, "policy_step"))
         if self.reset_client is None and vec.step >= active.limit - 1:
@@ -361,7 +362,7 @@ class LearnerNode(Node):
             metrics[kind] = stages.summarise(summaries)
             for log, summary in zip(group, summaries, strict=True):
                 episodes.append({"kind": kind, "index": log.planned.index, "episode": log.planned.index,
-                                 "counter": log.counter, "seed": log.planned.seed, "steps": len(log.rewards), "summary": summary})
+                                 "counter": log.counter, "seed": log.planned.seed, "steps": log.steps, "summary": summary})
                 if log.error:
                     errors.append(f"{kind} seed {log.planned.seed}: {log.error}")
         self.rounds_done += 1

@@ -114,6 +114,7 @@ class LogWriter:
         flush_period: float = 0.2,
         join_timeout: float = 0.5,
         store_step_kinds: tuple[str, ...] | None = None,
+        log_unannounced: bool = True,
         log: Callable[[str], None] = print,
     ) -> None:
         self.db_path = db_path
@@ -128,6 +129,10 @@ class LogWriter:
         self.join_timeout = join_timeout
         self.store_step_kinds = None if store_step_kinds is None else frozenset(store_step_kinds)
         """Kinds whose steps are stored; None stores every kind."""
+        self.log_unannounced = log_unannounced
+        """False: drop steps of episodes no start event announced (a robot bridge publishes
+        observations before the first episode and between episodes)."""
+        self.unannounced = 0
         self.log = log
         self._flush_requests: list[tuple[float, threading.Event, list]] = []
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -330,6 +335,9 @@ class LogWriter:
         if number in self._closed or key in self._written:
             self.late_parts += 1
             return
+        if not self.log_unannounced and not (number in self._episodes and self._episodes[number].announced):
+            self.unannounced += 1
+            return
         ep = self._episode(number)
         self._check_gap(stream, step, ep)
         row = self._pending.get(key)
@@ -453,8 +461,11 @@ class LogWriter:
                 del self._born[key]
                 self._written.add(key)
                 ep = self._episode(key[0])
-                if ep.done_step is not None and key[1] > ep.done_step:
-                    continue  # the terminal observation: already the last row's next_*
+                last = self._last_step(ep)
+                if last is not None and key[1] > last:
+                    # the terminal observation (already the last row's next_*), or what a robot's
+                    # bridge kept publishing after the episode's last action
+                    continue
                 run_id, rnd, kind, number = self._open(ep)
                 missing = [s for s in ep.last_step if s != "expert" and not part.get("_" + s)]
                 if missing:
@@ -647,6 +658,8 @@ PARAMETERS: dict[str, tuple[Any, str, list[IntegerRange] | None, list[FloatingPo
                      None, _float_range(0.01, 10.0)),
     "store_step_kinds": (["diagnostic"], "episode kinds whose steps are stored (as `refine run`: diagnostic); "
                          "['all'] = every kind; every episode still gets its episodes row", None, None),
+    "log_unannounced": (True, "log steps of episodes no start event announced under `round`/`kind` (false on "
+                        "robots: their bridge publishes observations between episodes)", None, None),
     "flush_timeout": (30.0, "seconds logger/flush waits for announced episode ends to be committed",
                       None, _float_range(0.1, 3600.0)),
 }
@@ -689,6 +702,7 @@ class RolloutLogger(Node):
             flush_period=float(value("flush_period")),
             join_timeout=float(value("join_timeout")),
             store_step_kinds=None if "all" in kinds else kinds,
+            log_unannounced=bool(value("log_unannounced")),
             log=lambda text: self.get_logger().info(text),
         )
         self.writer.start()
