@@ -371,3 +371,101 @@ def test_a_confirmation_that_never_comes_fails_the_episode_and_shutdown_ends_the
         learner.destroy_node()
         arm.destroy_node()
     assert not learner._thread.is_alive()
+
+
+# ------------------------------------------------------------------------- `refine up arm_real`, dry run
+class FakeArmDriver(Node):
+    """The arm's driver topics (joint states, end-effector and handle poses) at 100 Hz, a
+    listener on the servo and gripper command topics, and the operator's confirm button."""
+
+    def __init__(self, context) -> None:
+        from geometry_msgs.msg import PoseStamped, TwistStamped
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64
+
+        super().__init__("fake_arm_driver", context=context)
+        self.hardware_commands = 0
+        self.actions = 0
+        self.pub_joints = self.create_publisher(JointState, "/joint_states", qos.SENSOR)
+        self.pub_ee = self.create_publisher(PoseStamped, "/ee_pose", qos.SENSOR)
+        self.pub_handle = self.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
+        self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_hardware, qos.COMMAND)
+        self.create_subscription(Float64, "/gripper_command", self._on_hardware, qos.COMMAND)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
+        self.confirm = self.create_client(Trigger, "safety/confirm_episode")
+        self._pose, self._joints = PoseStamped, JointState
+        self.create_timer(0.01, self._tick)
+
+    def _on_hardware(self, _msg) -> None:
+        self.hardware_commands += 1
+
+    def _on_action(self, _msg) -> None:
+        self.actions += 1
+
+    def _tick(self) -> None:
+        stamp = self.get_clock().now().to_msg()
+        joints = self._joints(name=["finger_joint_1", "finger_joint_2"], position=[0.04, 0.04])
+        joints.header.stamp = stamp
+        self.pub_joints.publish(joints)
+        for pub, xyz in ((self.pub_ee, (0.0, 0.6, 0.2)), (self.pub_handle, (0.05, 0.7, 0.15))):
+            pose = self._pose()
+            pose.header.stamp, pose.header.frame_id = stamp, "base_link"
+            pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = xyz
+            pose.pose.orientation.w = 1.0
+            pub.publish(pose)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir):
+    """The whole real-arm profile in one process, dry run: it waits for the operator, runs the
+    confirmed episode, logs it and finishes the round; nothing reaches the hardware topics."""
+    import time
+
+    from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
+
+    driver = FakeArmDriver(context)
+    spin = Spin(context, driver)
+    result: list[int] = []
+    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200,
+                        sets=["learner_node.selection_episodes=0", "learner_node.eval_episodes=0"])
+    runner = threading.Thread(target=lambda: result.append(run_profile("arm_real", options)), daemon=True)
+    runner.start()
+    try:
+        assert driver.confirm.wait_for_service(timeout_sec=60.0), "the safety node never came up"
+        time.sleep(3.0)
+        assert driver.actions == 0, "the learner acted before the operator confirmed"
+        done = threading.Event()
+        driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f: done.set())
+        assert done.wait(10.0)
+        runner.join(240)
+        assert result == [EXIT_STOPPED], f"refine up arm_real ended with {result}"
+    finally:
+        spin.stop()
+        driver.destroy_node()
+    assert driver.actions == 10, "the confirmed episode runs max_steps actions"
+    assert driver.hardware_commands == 0, "dry run: nothing on the servo or gripper topics"
+    with RunDatabase(run_dir) as db:
+        run_id = db.latest_run()["id"]
+        episodes = db.episodes(run_id, 0)
+        assert list(zip(episodes["kind"], episodes["episode"], episodes["steps"], strict=True)) == [
+            ("diagnostic", 0, 10)]
+        assert list(db.load_steps(run_id, 0)["step"]) == list(range(10))
+        assert not db.conn.execute("SELECT COUNT(*) FROM steps WHERE run_id = ? AND round IS NULL "
+                                   "AND kind != 'demo'", (run_id,)).fetchone()[0], "bridge noise was logged"
+
+
+def test_rollout_logger_declares_its_parameters_and_shuts_down(context, run_dir):
+    from refine_ros.nodes.rollout_logger import PARAMETERS as LOGGER_PARAMETERS
+    from refine_ros.nodes.rollout_logger import RolloutLogger
+
+    node = RolloutLogger(context=context, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("task", value="door_open")])
+    try:
+        assert {"store_step_kinds", "flush_timeout", "log_unannounced"} <= set(LOGGER_PARAMETERS)
+        _declared(node, LOGGER_PARAMETERS)
+        assert node.writer.store_step_kinds == frozenset({"diagnostic"}), "refine run stores diagnostic steps only"
+        assert node.writer.alive
+    finally:
+        node.destroy_node()
+    assert not node.writer.alive

@@ -205,3 +205,5 @@ def test_the_node_graph_leaves_the_rows_refine_run_leaves(finished_run, core_run
     assert rounds_only == [(r, k, 0) for r in (0, 1) for k in ("diagnostic", "eval", "selection")]
     assert ros_steps == core_steps, "steps only for the diagnostic episodes, with the same counts"
     assert {k for r, k, _e in ros_steps if r is not None} == {"diagnostic"}
+    with RunDatabase(ros_dir, create=False) as db:
+        assert not db.events(ros_run, kind="logger_incomplete"), "the analysis node found every episode it asked for"

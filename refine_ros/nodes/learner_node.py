@@ -25,7 +25,8 @@ Why it is built this way:
   Only statuses received after the wait began count, so the confirmation the previous episode
   consumed never starts the next one.
 
-Topics and QoS: docs/ROS_INTERFACES.md (plus `refine/fit_result`, LATCHED).
+Topics and QoS: docs/ROS_INTERFACES.md (plus `refine/fit_result`, LATCHED, and, with
+`wait_for_confirmation`, a `safety/status` subscription, STATE).
 """
 
 from __future__ import annotations
