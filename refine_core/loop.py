@@ -27,7 +27,7 @@ from refine_core.tasks.base import Task
 
 @dataclass
 class LoopResult:
-    run_id: str
+    run_id: int
     rounds: list[RoundRecord] = field(default_factory=list)
     best: RoundRecord | None = None
     stop_reason: str = ""

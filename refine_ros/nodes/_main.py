@@ -6,27 +6,33 @@ the node is always destroyed (so loggers flush and envs close) and the context s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
-             *, until: Callable[[Node], bool] | None = None) -> None:
-    """Spin the node `factory()` builds until shutdown (or until `until(node)` is true)."""
+             *, until: Callable[[Node], bool] | None = None, linger: float = 0.0,
+             executor: Callable[[], Executor] = SingleThreadedExecutor) -> None:
+    """Spin the node `factory()` builds until shutdown (or until `until(node)` is true, then
+    `linger` seconds more, so that what the node published last still reaches late readers)."""
     rclpy.init(args=args)
     node = None
     try:
-        executor = SingleThreadedExecutor()  # first: a Ctrl-C must not land in its constructor
+        spinner = executor()  # first: a Ctrl-C must not land in its constructor
         node = factory()
-        executor.add_node(node)
+        spinner.add_node(node)
         if until is None:
-            executor.spin()
+            spinner.spin()
         else:
             while rclpy.ok() and not until(node):
-                executor.spin_once(timeout_sec=0.2)
+                spinner.spin_once(timeout_sec=0.2)
+            deadline = time.monotonic() + linger
+            while rclpy.ok() and time.monotonic() < deadline:
+                spinner.spin_once(timeout_sec=0.2)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

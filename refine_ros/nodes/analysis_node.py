@@ -26,10 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import rclpy
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -41,6 +38,8 @@ from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json
+from refine_ros.nodes._main import run_node
+from refine_ros.params import Bounds, declare_parameters
 from refine_ros.round_protocol import (
     ProtocolError,
     decode_bundle,
@@ -49,7 +48,7 @@ from refine_ros.round_protocol import (
     program_payload,
 )
 
-PARAMETERS: dict[str, tuple[Any, str, tuple | None]] = {
+PARAMETERS: dict[str, tuple[Any, str, Bounds]] = {
     "task": ("door_open", "task name (door_open | car_racing)", None),
     "run_dir": ("runs/ros", "run directory; the database is <run_dir>/run.db", None),
     "analyst": ("offline", f"who writes programs and diagnostics: {' | '.join(ANALYST_NAMES)}", None),
@@ -60,15 +59,6 @@ PARAMETERS: dict[str, tuple[Any, str, tuple | None]] = {
     "sandbox_timeout": (120.0, "seconds one diagnostics script may run", (1.0, 86400.0)),
     "flush_timeout": (30.0, "seconds to wait for the logger to commit a round's episodes", (0.0, 3600.0)),
 }
-
-
-def _descriptor(text: str, bounds: tuple | None) -> ParameterDescriptor:
-    desc = ParameterDescriptor(description=text, read_only=True)
-    if bounds and isinstance(bounds[0], int):
-        desc.integer_range = [IntegerRange(from_value=bounds[0], to_value=bounds[1], step=1)]
-    elif bounds:
-        desc.floating_point_range = [FloatingPointRange(from_value=bounds[0], to_value=bounds[1])]
-    return desc
 
 
 class _NodeReporter(stages.Reporter):
@@ -87,8 +77,7 @@ class AnalysisNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("analysis_node", **kwargs)
-        for name, (default, text, bounds) in PARAMETERS.items():
-            self.declare_parameter(name, default, _descriptor(text, bounds))
+        declare_parameters(self, PARAMETERS, read_only=True)
         value = lambda name: self.get_parameter(name).value  # noqa: E731
         self.task = get_task(str(value("task")))
         self.spec = self.task.spec
@@ -312,23 +301,7 @@ class AnalysisNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Runs until the run is over (then lingers briefly so the latched stop reaches the
     learner before this process and its transient-local history go away)."""
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = AnalysisNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        while rclpy.ok() and not node.finished.is_set():
-            executor.spin_once(timeout_sec=0.2)
-        linger = time.monotonic() + 2.0
-        while rclpy.ok() and time.monotonic() < linger:
-            executor.spin_once(timeout_sec=0.2)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(AnalysisNode, args, until=lambda node: node.finished.is_set(), linger=2.0)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, String
@@ -24,6 +24,7 @@ from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json
 from refine_ros.nodes._main import run_node
+from refine_ros.params import Bounds, declare_parameters
 from refine_ros.safety import InvalidCommand, parse_command
 
 # The simulator's column order is the contract the fitted programs were trained on, so the
@@ -46,38 +47,30 @@ def door_observation(current: np.ndarray, previous: np.ndarray, target_xyz: np.n
     return np.concatenate([current, previous, np.asarray(target_xyz, dtype=float)])
 
 
-def _range(lo: float, hi: float) -> list[FloatingPointRange]:
-    return [FloatingPointRange(from_value=lo, to_value=hi)]
-
-
-PARAMETERS: dict[str, tuple[object, str, list[FloatingPointRange] | None]] = {
+PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
     "servo_topic": ("/servo_node/delta_twist_cmds", "TwistStamped command topic of the servo controller", None),
     "frame_id": ("base_link", "frame of the twist commands and of the pose inputs", None),
-    "max_speed": (0.1, "m/s commanded for a unit action delta", _range(0.0, 1.0)),
+    "max_speed": (0.1, "m/s commanded for a unit action delta", (0.0, 1.0)),
     "gripper_topic": ("/gripper_command", "std_msgs/Float64 gripper command topic", None),
     "gripper_open": (1.0, "gripper command sent for action 1 (open)", None),
     "gripper_closed": (0.0, "gripper command sent for action 0 (closed)", None),
     "joint_states_topic": ("/joint_states", "sensor_msgs/JointState of the arm and gripper", None),
     "gripper_joints": (["finger_joint_1", "finger_joint_2"], "joints whose summed positions give the opening", None),
-    "gripper_max_width": (0.08, "summed finger positions when fully open (opening 1)", _range(1e-4, 1.0)),
+    "gripper_max_width": (0.08, "summed finger positions when fully open (opening 1)", (1e-4, 1.0)),
     "ee_pose_topic": ("/ee_pose", "geometry_msgs/PoseStamped of the end effector", None),
     "handle_pose_topic": ("/handle_pose", "geometry_msgs/PoseStamped of the door handle (e.g. a fiducial)", None),
     "target_mode": ("fixed", "'fixed' (target_position) or 'topic' (geometry_msgs/PointStamped on target_topic)", None),
     "target_position": ([0.0, 0.55, 0.15], "target xyz when target_mode is fixed", None),
     "target_topic": ("/door_target", "target topic when target_mode is topic", None),
-    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", _range(1.0, 1000.0)),
-    "sensor_timeout": (0.05, "seconds after which a pose or joint state counts as stale", _range(0.001, 5.0)),
+    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
+    "sensor_timeout": (0.05, "seconds after which a pose or joint state counts as stale", (0.001, 5.0)),
 }
 
 
 class ArmBridge(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("arm_bridge", **kwargs)
-        for name, (default, text, ranges) in PARAMETERS.items():
-            desc = ParameterDescriptor(description=text)
-            if ranges:
-                desc.floating_point_range = ranges
-            self.declare_parameter(name, default, desc)
+        declare_parameters(self, PARAMETERS)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         p = self._param
 

@@ -41,21 +41,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    ParameterType,
-    ParameterValue,
-)
 from rcl_interfaces.msg import (
     Parameter as ParameterMsg,
 )
+from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
@@ -69,6 +62,8 @@ from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.adapters import observation_from_values
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
+from refine_ros.nodes._main import run_node
+from refine_ros.params import Bounds, declare_parameters
 from refine_ros.round_protocol import (
     EpisodeLog,
     PlannedEpisode,
@@ -82,7 +77,7 @@ from refine_ros.round_protocol import (
     round_payload,
 )
 
-PARAMETERS: dict[str, tuple[Any, str, tuple | None]] = {
+PARAMETERS: dict[str, tuple[Any, str, Bounds]] = {
     "task": ("door_open", "task name (door_open | car_racing)", None),
     "run_dir": ("runs/ros", "run directory; the demonstration is read from <run_dir>/run.db", None),
     "rounds": (6, "refinement rounds (informational: the analysis node decides when to stop)", (1, 1000)),
@@ -103,15 +98,6 @@ PARAMETERS: dict[str, tuple[Any, str, tuple | None]] = {
                              "recorded as failed", (1.0, 86400.0)),
 }
 ACTION_MODES = ("mean", "sample")
-
-
-def _descriptor(text: str, bounds: tuple | None) -> ParameterDescriptor:
-    desc = ParameterDescriptor(description=text, read_only=True)
-    if bounds and isinstance(bounds[0], int):
-        desc.integer_range = [IntegerRange(from_value=bounds[0], to_value=bounds[1], step=1)]
-    elif bounds:
-        desc.floating_point_range = [FloatingPointRange(from_value=bounds[0], to_value=bounds[1])]
-    return desc
 
 
 @dataclass
@@ -136,8 +122,7 @@ class LearnerNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("learner_node", **kwargs)
-        for name, (default, text, bounds) in PARAMETERS.items():
-            self.declare_parameter(name, default, _descriptor(text, bounds))
+        declare_parameters(self, PARAMETERS, read_only=True)
         value = lambda name: self.get_parameter(name).value  # noqa: E731
         self.task = get_task(str(value("task")))
         self.spec = self.task.spec
@@ -491,19 +476,8 @@ class LearnerNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = LearnerNode()
-        executor = MultiThreadedExecutor(num_threads=2)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    # two threads: the control path keeps running while a service call or a fit is in flight
+    run_node(LearnerNode, args, executor=lambda: MultiThreadedExecutor(num_threads=2))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -30,6 +30,7 @@ from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector, unpack_json
 from refine_ros.nodes._main import run_node
+from refine_ros.params import Bounds, declare_parameters
 from refine_ros.safety import InvalidCommand, parse_command
 from refine_ros.vision import N_TILES, TILE_FEATURES
 
@@ -38,23 +39,19 @@ COLUMNS: tuple[str, ...] = get_task("car_racing").spec.observation_columns
 ACTION_AXES = 3
 
 
-def _range(lo: float, hi: float) -> list[FloatingPointRange]:
-    return [FloatingPointRange(from_value=lo, to_value=hi)]
-
-
-PARAMETERS: dict[str, tuple[object, str, list[FloatingPointRange] | None]] = {
+PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
     "command_topic": ("/cmd_vel", "the car's command topic", None),
     "command_type": ("twist", "'twist' (geometry_msgs/Twist) or 'array' (Float64MultiArray [steer, throttle, brake])", None),
-    "max_speed": (1.0, "m/s for full throttle in twist mode", _range(0.0, 20.0)),
-    "max_steer": (0.5, "angular.z for full steer in twist mode (sign flipped to ROS: +z is left)", _range(0.0, 10.0)),
+    "max_speed": (1.0, "m/s for full throttle in twist mode", (0.0, 20.0)),
+    "max_steer": (0.5, "angular.z for full steer in twist mode (sign flipped to ROS: +z is left)", (0.0, 10.0)),
     "odom_topic": ("/odom", "nav_msgs/Odometry of the car", None),
     "wheel_topic": ("/wheel_states", "sensor_msgs/JointState with wheel angular velocities", None),
     "wheel_joints": (["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], "wheel joint names: front-left, front-right, rear-left, rear-right", None),
     "wheel_speed_scale": (1.0, "factor from the encoder's rad/s to simulator wheel omega", None),
     "tiles_topic": ("track/tiles", "Float64MultiArray (12 x 4) from the track detector", None),
-    "speed_to_sim": (1.0, "factor from odometry m/s to simulator speed units (before / 100)", _range(0.0, 1000.0)),
-    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", _range(1.0, 1000.0)),
-    "sensor_timeout": (0.15, "seconds after which odometry, wheels or tiles count as stale", _range(0.001, 5.0)),
+    "speed_to_sim": (1.0, "factor from odometry m/s to simulator speed units (before / 100)", (0.0, 1000.0)),
+    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
+    "sensor_timeout": (0.15, "seconds after which odometry, wheels or tiles count as stale", (0.001, 5.0)),
 }
 _FIXED = {"command_topic", "command_type", "odom_topic", "wheel_topic", "tiles_topic", "observation_rate"}
 
@@ -72,11 +69,7 @@ def car_indicators(speed_sim: float, yaw: float, yaw_rate: float, wheels: np.nda
 class RcCarBridge(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("rc_car_bridge", **kwargs)
-        for name, (default, text, ranges) in PARAMETERS.items():
-            desc = ParameterDescriptor(description=text)
-            if ranges:
-                desc.floating_point_range = ranges
-            self.declare_parameter(name, default, desc)
+        declare_parameters(self, PARAMETERS)
         command_type = self._param("command_type")
         if command_type not in ("twist", "array"):
             raise ValueError(f"command_type must be 'twist' or 'array', got {command_type!r}")

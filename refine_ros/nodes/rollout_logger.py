@@ -43,13 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import rclpy
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-)
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
@@ -57,6 +50,8 @@ from std_srvs.srv import SetBool, Trigger
 from refine_core.store.db import RunDatabase
 from refine_ros import qos
 from refine_ros.messages import COUNTERS
+from refine_ros.nodes._main import run_node
+from refine_ros.params import Bounds, declare_parameters
 
 STREAMS = ("observation", "policy_step", "action", "reward", "expert")
 TOPICS = {
@@ -66,6 +61,7 @@ TOPICS = {
     "reward": "refine/reward",
     "expert": "refine/expert_action",
 }
+SAFE_TOPIC = "refine/safe_action"  # with log_safe_action: what the safety node sent the robot
 COLUMN_TOPICS = {
     "observation": "refine/observation_columns",
     "policy_step": "refine/policy_step_columns",
@@ -115,6 +111,7 @@ class LogWriter:
         join_timeout: float = 0.5,
         store_step_kinds: tuple[str, ...] | None = None,
         log_unannounced: bool = True,
+        log_safe_action: bool = False,
         log: Callable[[str], None] = print,
     ) -> None:
         self.db_path = db_path
@@ -133,6 +130,10 @@ class LogWriter:
         """False: drop steps of episodes no start event announced (a robot bridge publishes
         observations before the first episode and between episodes)."""
         self.unannounced = 0
+        self.log_safe_action = log_safe_action
+        """True: every row gets `safe_<action>` columns from the "safe" stream, NaN where the
+        safety node sent nothing for that step (dry run, teleop preemption)."""
+        self._safe: dict[tuple[int, int], tuple[float, Any]] = {}  # first safe command per step
         self.log = log
         self._flush_requests: list[tuple[float, threading.Event, list]] = []
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -256,6 +257,8 @@ class LogWriter:
             self._on_event(msg, received)
         elif stream.endswith("_columns"):
             self._on_columns(stream[: -len("_columns")], msg)
+        elif stream == "safe":
+            self._on_safe(received, msg)
         else:
             self._on_vector(stream, received, msg)
 
@@ -319,6 +322,29 @@ class LogWriter:
             self._episode(number).context.update(
                 {k: event[k] for k in _CONTEXT if k in event}
             )
+
+    def _on_safe(self, received: float, msg: Float64MultiArray) -> None:
+        """Keep the first safe command carrying a step's counters: the safety node's answer to
+        that step's policy command. Later ones with the same counters are watchdog stops
+        repeating the last step. The stream never opens, delays or completes a row."""
+        data = msg.data
+        if msg.layout.data_offset != COUNTERS or len(data) != COUNTERS + len(self.action_names):
+            self._bad(f"safe action: not a counted vector of actions {self.action_names}")
+            return
+        key = (int(data[0]), int(data[1]))
+        if key[0] in self._closed or key in self._written or key in self._safe:
+            return
+        self._safe[key] = (received, tuple(float(v) for v in data[COUNTERS:]))
+
+    def _safe_columns(self, key: tuple[int, int]) -> dict[str, float]:
+        values = self._safe.pop(key, (0.0, (math.nan,) * len(self.action_names)))[1]
+        return {f"safe_{n}": v for n, v in zip(self.action_names, values, strict=True)}
+
+    def _forget_safe(self, now: float) -> None:
+        """Safe commands no row claimed (steps never logged) do not pile up."""
+        horizon = max(10.0, 20 * self.join_timeout)
+        for key in [k for k, (t, _v) in self._safe.items() if now - t > horizon and k not in self._pending]:
+            del self._safe[key]
 
     def _drop_rows(self, number: int) -> None:
         for key in [k for k in self._written if k[0] == number]:
@@ -452,6 +478,8 @@ class LogWriter:
             ep for ep in self._episodes.values()
             if ep.end_at is not None and (final or now >= ep.end_at)
         ]
+        if self._safe:
+            self._forget_safe(now)
         if not ripe and not closing and not self._events:
             return
         with self.db.transaction():
@@ -474,6 +502,8 @@ class LogWriter:
                 if not self.stores_steps(kind):
                     continue  # as in `refine run`: only the episode's summary row is kept
                 row = {k: v for k, v in part.items() if not k.startswith("_")}
+                if self.log_safe_action:
+                    row.update(self._safe_columns(key))
                 row.update(run_id=run_id, round=rnd, kind=kind, episode=number,
                            seed=ep.context.get("seed"), step=key[1])
                 if len(row) != len(ep.columns):
@@ -636,32 +666,23 @@ def _finite(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _int_range(lo: int, hi: int) -> list[IntegerRange]:
-    return [IntegerRange(from_value=lo, to_value=hi, step=1)]
-
-
-def _float_range(lo: float, hi: float) -> list[FloatingPointRange]:
-    return [FloatingPointRange(from_value=lo, to_value=hi)]
-
-
-# name -> (default, description, integer range, floating-point range); all read-only
-PARAMETERS: dict[str, tuple[Any, str, list[IntegerRange] | None, list[FloatingPointRange] | None]] = {
-    "run_dir": ("runs/ros", "run directory; the database is <run_dir>/run.db", None, None),
-    "task": ("", "task name (door_open | car_racing): action and observation columns", None, None),
-    "run_id": (0, "run to log into; 0 = from episode events, else the latest run (or a new one)",
-               _int_range(0, 2**31 - 1), None),
-    "round": (-1, "round for steps of unannounced episodes (-1: none)", _int_range(-1, 100000), None),
-    "kind": ("diagnostic", "episode kind for steps of unannounced episodes", None, None),
-    "batch_size": (500, "rows per INSERT batch", _int_range(1, 100000), None),
-    "flush_period": (0.2, "seconds between transactions", None, _float_range(0.01, 10.0)),
-    "join_timeout": (0.5, "seconds a row waits for its other streams before it is written",
-                     None, _float_range(0.01, 10.0)),
+# name -> (default, description, range); all read-only
+PARAMETERS: dict[str, tuple[Any, str, Bounds]] = {
+    "run_dir": ("runs/ros", "run directory; the database is <run_dir>/run.db", None),
+    "task": ("", "task name (door_open | car_racing): action and observation columns", None),
+    "run_id": (0, "run to log into; 0 = from episode events, else the latest run (or a new one)", (0, 2**31 - 1)),
+    "round": (-1, "round for steps of unannounced episodes (-1: none)", (-1, 100000)),
+    "kind": ("diagnostic", "episode kind for steps of unannounced episodes", None),
+    "batch_size": (500, "rows per INSERT batch", (1, 100000)),
+    "flush_period": (0.2, "seconds between transactions", (0.01, 10.0)),
+    "join_timeout": (0.5, "seconds a row waits for its other streams before it is written", (0.01, 10.0)),
     "store_step_kinds": (["diagnostic"], "episode kinds whose steps are stored (as `refine run`: diagnostic); "
-                         "['all'] = every kind; every episode still gets its episodes row", None, None),
+                         "['all'] = every kind; every episode still gets its episodes row", None),
     "log_unannounced": (True, "log steps of episodes no start event announced under `round`/`kind` (false on "
-                        "robots: their bridge publishes observations between episodes)", None, None),
-    "flush_timeout": (30.0, "seconds logger/flush waits for announced episode ends to be committed",
-                      None, _float_range(0.1, 3600.0)),
+                        "robots: their bridge publishes observations between episodes)", None),
+    "flush_timeout": (30.0, "seconds logger/flush waits for announced episode ends to be committed", (0.1, 3600.0)),
+    "log_safe_action": (False, "also log the safety node's refine/safe_action as safe_<action> columns (what the "
+                        "robot was sent; NaN where no safe command was published for a step, e.g. dry run)", None),
 }
 
 
@@ -670,13 +691,7 @@ class RolloutLogger(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("rollout_logger", **kwargs)
-        for name, (default, text, irange, frange) in PARAMETERS.items():
-            desc = ParameterDescriptor(description=text, read_only=True)
-            if irange:
-                desc.integer_range = irange
-            if frange:
-                desc.floating_point_range = frange
-            self.declare_parameter(name, default, desc)
+        declare_parameters(self, PARAMETERS, read_only=True)
         value = lambda name: self.get_parameter(name).value  # noqa: E731
 
         task_name = str(value("task"))
@@ -703,6 +718,7 @@ class RolloutLogger(Node):
             join_timeout=float(value("join_timeout")),
             store_step_kinds=None if "all" in kinds else kinds,
             log_unannounced=bool(value("log_unannounced")),
+            log_safe_action=bool(value("log_safe_action")),
             log=lambda text: self.get_logger().info(text),
         )
         self.writer.start()
@@ -716,6 +732,8 @@ class RolloutLogger(Node):
             self.create_subscription(
                 String, topic, lambda msg, s=stream: put(s + "_columns", msg), qos.LATCHED
             )
+        if self.writer.log_safe_action:
+            self.create_subscription(Float64MultiArray, SAFE_TOPIC, lambda msg: put("safe", msg), qos.LOG)
         self.create_subscription(
             String, "refine/episode_events", lambda msg: put("events", msg), qos.LATCHED
         )
@@ -738,19 +756,7 @@ class RolloutLogger(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        executor = SingleThreadedExecutor()  # first: a Ctrl-C must not land in its constructor
-        node = RolloutLogger()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(RolloutLogger, args)
 
 
 if __name__ == "__main__":

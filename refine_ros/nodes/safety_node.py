@@ -16,11 +16,7 @@ import math
 import rclpy
 import rclpy.logging
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    ParameterDescriptor,
-    SetParametersResult,
-)
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
@@ -28,6 +24,7 @@ from std_srvs.srv import Trigger
 from refine_ros import qos
 from refine_ros.messages import pack_vector
 from refine_ros.nodes._main import run_node
+from refine_ros.params import descriptor
 from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
 
 # Defaults are the arm profile (door task: dx, dy, dz, gripper); the car profile overrides them.
@@ -65,6 +62,13 @@ DESCRIPTIONS = {
     "require_confirmation": "policy commands need safety/confirm_episode before each episode",
     "dry_run": "decide every command but publish nothing on refine/safe_action",
     "status_period": "seconds between safety/status diagnostics",
+}
+
+RANGES = {
+    "watchdog_timeout": (0.005, 5.0),
+    "watchdog_period": (0.001, 1.0),
+    "teleop_hold": (0.0, 10.0),
+    "status_period": (0.01, 10.0),
 }
 
 _LEVEL = {
@@ -107,20 +111,9 @@ class SafetyNode(Node):
     # ---- parameters ---------------------------------------------------------------------
     @staticmethod
     def _descriptor(name: str) -> ParameterDescriptor:
-        ranges = {
-            "watchdog_timeout": FloatingPointRange(from_value=0.005, to_value=5.0),
-            "watchdog_period": FloatingPointRange(from_value=0.001, to_value=1.0),
-            "teleop_hold": FloatingPointRange(from_value=0.0, to_value=10.0),
-            "status_period": FloatingPointRange(from_value=0.01, to_value=10.0),
-        }
         # Arrays may be empty in a profile (no hold axes, no workspace); an empty list has no
         # element type in ROS, so their type is checked by the set-parameters callback instead.
-        desc = ParameterDescriptor(
-            description=DESCRIPTIONS[name], dynamic_typing=isinstance(DEFAULTS[name], list)
-        )
-        if name in ranges:
-            desc.floating_point_range = [ranges[name]]
-        return desc
+        return descriptor(DESCRIPTIONS[name], RANGES.get(name), dynamic_typing=isinstance(DEFAULTS[name], list))
 
     @property
     def _dry_run(self) -> bool:

@@ -29,12 +29,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry, Path
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    SetParametersResult,
-)
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -45,41 +40,28 @@ from refine_core.tasks import get_task
 from refine_ros import adapters, markers, qos
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
+from refine_ros.params import descriptor
 
 TASKS = ("door_open", "car_racing")
 TRACK_REPUBLISH_S = 2.0  # the car track is big and fixed: re-sent for late RViz windows
 
 
-def _descriptor(text: str, *, read_only: bool = False, ints: tuple[int, int] | None = None,
-                floats: tuple[float, float] | None = None) -> ParameterDescriptor:
-    d = ParameterDescriptor(description=text, read_only=read_only)
-    if ints:
-        d.integer_range = [IntegerRange(from_value=ints[0], to_value=ints[1], step=1)]
-    if floats:
-        d.floating_point_range = [FloatingPointRange(from_value=floats[0], to_value=floats[1])]
-    return d
-
-
+# name -> (default, descriptor): read-only differs per parameter (some change between episodes)
 PARAMETERS: dict[str, tuple[Any, ParameterDescriptor]] = {
-    "task": ("door_open", _descriptor("benchmark task: door_open | car_racing", read_only=True)),
-    "seed": (0, _descriptor("seed of the next sim/reset (fixes the door / track)", ints=(0, 2**31 - 1))),
-    "episode": (-1, _descriptor("episode counter for the next reset; -1 counts up by itself",
-                                ints=(-1, 2**31 - 1))),
-    "max_steps": (0, _descriptor("end episodes after this many steps; 0 = the task's length",
-                                 ints=(0, 1_000_000))),
-    "real_time": (False, _descriptor("step at rate_hz with the newest action (else lockstep)",
-                                     read_only=True)),
-    "rate_hz": (50.0, _descriptor("simulation rate in real-time mode", read_only=True,
-                                  floats=(1.0, 1000.0))),
-    "publish_markers": (True, _descriptor("publish refine/markers for RViz")),
-    "marker_rate_hz": (10.0, _descriptor("most marker updates per second", floats=(0.1, 100.0))),
-    "publish_expert": (True, _descriptor("publish the expert's action per state (expert_* columns)")),
-    "publish_camera": (False, _descriptor("render refine/camera offscreen (MUJOCO_GL=osmesa)",
-                                          read_only=True)),
-    "camera_width": (320, _descriptor("camera image width", read_only=True, ints=(16, 1920))),
-    "camera_height": (240, _descriptor("camera image height", read_only=True, ints=(16, 1080))),
-    "camera_rate_hz": (10.0, _descriptor("most camera frames per second", floats=(0.1, 60.0))),
-    "frame_id": ("world", _descriptor("fixed frame of poses and markers", read_only=True)),
+    "task": ("door_open", descriptor("benchmark task: door_open | car_racing", read_only=True)),
+    "seed": (0, descriptor("seed of the next sim/reset (fixes the door / track)", (0, 2**31 - 1))),
+    "episode": (-1, descriptor("episode counter for the next reset; -1 counts up by itself", (-1, 2**31 - 1))),
+    "max_steps": (0, descriptor("end episodes after this many steps; 0 = the task's length", (0, 1_000_000))),
+    "real_time": (False, descriptor("step at rate_hz with the newest action (else lockstep)", read_only=True)),
+    "rate_hz": (50.0, descriptor("simulation rate in real-time mode", (1.0, 1000.0), read_only=True)),
+    "publish_markers": (True, descriptor("publish refine/markers for RViz")),
+    "marker_rate_hz": (10.0, descriptor("most marker updates per second", (0.1, 100.0))),
+    "publish_expert": (True, descriptor("publish the expert's action per state (expert_* columns)")),
+    "publish_camera": (False, descriptor("render refine/camera offscreen (MUJOCO_GL=osmesa)", read_only=True)),
+    "camera_width": (320, descriptor("camera image width", (16, 1920), read_only=True)),
+    "camera_height": (240, descriptor("camera image height", (16, 1080), read_only=True)),
+    "camera_rate_hz": (10.0, descriptor("most camera frames per second", (0.1, 60.0))),
+    "frame_id": ("world", descriptor("fixed frame of poses and markers", read_only=True)),
 }
 
 

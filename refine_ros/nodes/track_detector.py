@@ -9,18 +9,14 @@ the road is not found nothing is published: no invented tiles.
 from __future__ import annotations
 
 import numpy as np
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    SetParametersResult,
-)
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from refine_ros import qos
 from refine_ros.nodes._main import run_node
+from refine_ros.params import Bounds, declare_parameters
 from refine_ros.vision import (
     N_TILES,
     TILE_FEATURES,
@@ -32,35 +28,32 @@ from refine_ros.vision import (
     detect_tiles,
 )
 
-
-def _range(lo: float, hi: float) -> list[FloatingPointRange]:
-    return [FloatingPointRange(from_value=lo, to_value=hi)]
-
-
-PARAMETERS: dict[str, tuple[object, str, list[FloatingPointRange] | None]] = {
+_HSV = (0, 255)
+# name -> (default, description, range); the HSV thresholds are integers in 0 ... 255
+PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
     "image_topic": ("/camera/image_raw", "sensor_msgs/Image (bgr8, rgb8 or bgra8/rgba8)", None),
     "tiles_topic": ("track/tiles", "Float64MultiArray (12 x 4) output", None),
     "camera_mode": ("pinhole", "'pinhole' (intrinsics + mounting), 'top_down' or 'homography'", None),
-    "fx": (500.0, "pinhole focal length x (px)", _range(1.0, 1e5)),
-    "fy": (500.0, "pinhole focal length y (px)", _range(1.0, 1e5)),
+    "fx": (500.0, "pinhole focal length x (px)", (1.0, 1e5)),
+    "fy": (500.0, "pinhole focal length y (px)", (1.0, 1e5)),
     "cx": (320.0, "pinhole principal point x (px)", None),
     "cy": (240.0, "pinhole principal point y (px)", None),
-    "camera_height": (0.15, "camera height above the ground (m)", _range(0.01, 10.0)),
-    "camera_pitch": (0.5, "camera pitch below the horizon (rad)", _range(0.0, 1.5707)),
+    "camera_height": (0.15, "camera height above the ground (m)", (0.01, 10.0)),
+    "camera_pitch": (0.5, "camera pitch below the horizon (rad)", (0.0, 1.5707)),
     "camera_forward_offset": (0.0, "camera position ahead of the car's reference point (m)", None),
-    "metres_per_pixel": (0.005, "top_down: ground size of one pixel (m)", _range(1e-5, 1.0)),
+    "metres_per_pixel": (0.005, "top_down: ground size of one pixel (m)", (1e-5, 1.0)),
     "car_pixel": ([320.0, 470.0], "top_down: pixel (u, v) of the car's reference point", None),
     "homography": ([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "homography mode: row-major 3x3 pixel -> ground (forward, left) metres", None),
-    "road_width": (0.3, "road width (m); it maps to 0.4 track units", _range(0.01, 20.0)),
-    "view_forward": (1.5, "ground distance ahead covered by the bird's-eye grid (m)", _range(0.05, 100.0)),
-    "view_half_width": (0.75, "ground half-width covered by the bird's-eye grid (m)", _range(0.05, 100.0)),
-    "grid_resolution": (0.005, "bird's-eye cell size (m)", _range(1e-4, 1.0)),
-    "tile_spacing": (TILE_SPACING_UNITS, "track units between tile centres (the simulator's)", _range(1e-3, 1.0)),
-    "road_saturation_max": (60, "road pixels: HSV saturation below this (0-255)", None),
-    "road_value_min": (50, "road pixels: HSV value above this (0-255)", None),
-    "road_value_max": (190, "road pixels: HSV value below this (0-255)", None),
-    "kerb_saturation_min": (120, "red kerb pixels: HSV saturation above this (0-255)", None),
-    "kerb_white_value_min": (215, "white kerb pixels: HSV value at least this (0-255)", None),
+    "road_width": (0.3, "road width (m); it maps to 0.4 track units", (0.01, 20.0)),
+    "view_forward": (1.5, "ground distance ahead covered by the bird's-eye grid (m)", (0.05, 100.0)),
+    "view_half_width": (0.75, "ground half-width covered by the bird's-eye grid (m)", (0.05, 100.0)),
+    "grid_resolution": (0.005, "bird's-eye cell size (m)", (1e-4, 1.0)),
+    "tile_spacing": (TILE_SPACING_UNITS, "track units between tile centres (the simulator's)", (1e-3, 1.0)),
+    "road_saturation_max": (60, "road pixels: HSV saturation below this (0-255)", _HSV),
+    "road_value_min": (50, "road pixels: HSV value above this (0-255)", _HSV),
+    "road_value_max": (190, "road pixels: HSV value below this (0-255)", _HSV),
+    "kerb_saturation_min": (120, "red kerb pixels: HSV saturation above this (0-255)", _HSV),
+    "kerb_white_value_min": (215, "white kerb pixels: HSV value at least this (0-255)", _HSV),
 }
 _SEGMENTATION = ("road_saturation_max", "road_value_min", "road_value_max", "kerb_saturation_min",
                  "kerb_white_value_min")  # fmt: skip
@@ -94,13 +87,7 @@ def tiles_message(tiles: np.ndarray) -> Float64MultiArray:
 class TrackDetector(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("track_detector", **kwargs)
-        for name, (default, text, ranges) in PARAMETERS.items():
-            desc = ParameterDescriptor(description=text)
-            if ranges:
-                desc.floating_point_range = ranges
-            if name in _SEGMENTATION:
-                desc.integer_range = [IntegerRange(from_value=0, to_value=255, step=1)]
-            self.declare_parameter(name, default, desc)
+        declare_parameters(self, PARAMETERS)
         self.camera = self._camera_from({})
         self.segmentation = Segmentation(**{n: int(self._param(n)) for n in _SEGMENTATION})
         self.add_on_set_parameters_callback(self._on_set_parameters)
