@@ -418,41 +418,65 @@ class FakeArmDriver(Node):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir):
-    """The whole real-arm profile in one process, dry run: it waits for the operator, runs the
-    confirmed episode, logs it and finishes the round; nothing reaches the hardware topics."""
+    """The whole real-arm profile in one process, dry run, with the profile's own episode
+    counts (one diagnostic, one selection, no eval episode): it waits for the operator before
+    each episode, logs both with NaN safe_* columns (nothing was sent), finishes the round with
+    no eval metrics and the report still renders; nothing reaches the hardware topics."""
     import time
 
-    from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
+    from refine_core.report import build_report
+    from refine_ros.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile
 
+    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200)
+    learner = plan_profile("arm_real", options).node("learner_node").parameters
+    assert (learner["episodes"], learner["selection_episodes"], learner["eval_episodes"]) == (1, 1, 0)
     driver = FakeArmDriver(context)
     spin = Spin(context, driver)
     result: list[int] = []
-    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200,
-                        sets=["learner_node.selection_episodes=0", "learner_node.eval_episodes=0"])
     runner = threading.Thread(target=lambda: result.append(run_profile("arm_real", options)), daemon=True)
     runner.start()
+
+    def confirm() -> None:
+        done = threading.Event()
+        driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f: done.set())
+        assert done.wait(10.0)
+
     try:
         assert driver.confirm.wait_for_service(timeout_sec=60.0), "the safety node never came up"
         time.sleep(3.0)
         assert driver.actions == 0, "the learner acted before the operator confirmed"
-        done = threading.Event()
-        driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f: done.set())
-        assert done.wait(10.0)
+        confirm()
+        deadline = time.monotonic() + 120.0
+        while driver.actions < 10 and time.monotonic() < deadline:  # the diagnostic episode
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert driver.actions == 10, "the selection episode waits for its own confirmation"
+        confirm()
         runner.join(240)
         assert result == [EXIT_STOPPED], f"refine up arm_real ended with {result}"
     finally:
         spin.stop()
         driver.destroy_node()
-    assert driver.actions == 10, "the confirmed episode runs max_steps actions"
+    assert driver.actions == 20, "each confirmed episode runs max_steps actions"
     assert driver.hardware_commands == 0, "dry run: nothing on the servo or gripper topics"
     with RunDatabase(run_dir) as db:
         run_id = db.latest_run()["id"]
         episodes = db.episodes(run_id, 0)
-        assert list(zip(episodes["kind"], episodes["episode"], episodes["steps"], strict=True)) == [
-            ("diagnostic", 0, 10)]
-        assert list(db.load_steps(run_id, 0)["step"]) == list(range(10))
+        assert sorted(zip(episodes["kind"], episodes["episode"], episodes["steps"], strict=True)) == [
+            ("diagnostic", 0, 10), ("selection", 0, 10)]
+        steps = db.load_steps(run_id, 0)
+        assert sorted(steps["kind"].unique()) == ["diagnostic", "selection"], "real profiles keep every kind"
+        assert list(steps[steps["kind"] == "diagnostic"]["step"]) == list(range(10))
+        safe = steps[[f"safe_{a}" for a in ("dx", "dy", "dz", "gripper")]]
+        assert safe.isna().all().all(), "dry run: no safe command was sent for any step"
+        assert steps["act_dx"].notna().all()
         assert not db.conn.execute("SELECT COUNT(*) FROM steps WHERE run_id = ? AND round IS NULL "
                                    "AND kind != 'demo'", (run_id,)).fetchone()[0], "bridge noise was logged"
+        (committed,) = db.rounds(run_id)
+        assert committed["status"] == "committed" and "eval" not in committed["metrics"]
+        assert committed["metrics"]["selection"]["episodes"] == 1
+        out, summary = build_report(db, run_dir / "report.html", run_id)
+    assert out.is_file() and "round 0: selection" in summary
 
 
 def test_rollout_logger_declares_its_parameters_and_shuts_down(context, run_dir):
@@ -469,3 +493,35 @@ def test_rollout_logger_declares_its_parameters_and_shuts_down(context, run_dir)
     finally:
         node.destroy_node()
     assert not node.writer.alive
+
+
+def test_run_node_stops_when_done_then_lingers_and_shuts_down():
+    """The shared main: `until` ends the spin, `linger` keeps serving a little longer (the
+    analysis node's latched stop), any executor works (the learner's two threads), and the
+    node is destroyed and the context shut down at the end."""
+    import time
+
+    from rclpy.executors import MultiThreadedExecutor
+
+    from refine_ros.nodes._main import run_node
+
+    made: list[Node] = []
+
+    class Ticker(Node):
+        def __init__(self) -> None:
+            super().__init__("run_node_probe")
+            self.ticks = 0
+            self.create_timer(0.05, self._tick)
+            made.append(self)
+
+        def _tick(self) -> None:
+            self.ticks += 1
+
+    started = time.monotonic()
+    run_node(Ticker, [], until=lambda node: node.ticks >= 3, linger=1.0,
+             executor=lambda: MultiThreadedExecutor(num_threads=2))
+    took = time.monotonic() - started
+    (node,) = made
+    assert took >= 1.0, "it lingers after `until` is true"
+    assert node.ticks >= 3 + 5, "callbacks are still served while it lingers"
+    assert not rclpy.ok(), "the default context is shut down"

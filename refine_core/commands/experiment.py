@@ -14,6 +14,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run jobs as Ray tasks ('local' starts one)")
     p.add_argument("--low-resets", type=int, default=400, help="low RL reset budget")
     p.add_argument("--high-resets", type=int, default=2000, help="high RL reset budget")
+    p.add_argument("--mlp-rl-lr", type=float, default=3e-4,
+                   help="Adam learning rate for the MLP's RL (structured programs use METHOD.md's 0.007)")
     p.add_argument("--refined-run", type=Path, default=None, metavar="DIR",
                    help="take the refined program from this run (default: run refinement now)")
     p.add_argument("--analyst", default="offline", help="analyst for refinement when no --refined-run")

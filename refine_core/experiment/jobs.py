@@ -44,7 +44,9 @@ def train_job(task_name: str, source: str, demo_npz: bytes, il: dict, rl: dict |
 
 
 def eval_job(task_name: str, bundle_npz: bytes, seed: int, max_steps: int | None) -> dict:
-    """One evaluation episode with mean actions on an unseen seed."""
+    """One unseen seed, executed as the contract says (a seeded sample from the Gaussian,
+    clipped), and once more with the mean action for reference: RL tunes the stochastic
+    policy, so its mean action alone can behave quite differently."""
     import torch
 
     from refine_core.policy.bundle import PolicyBundle
@@ -54,6 +56,9 @@ def eval_job(task_name: str, bundle_npz: bytes, seed: int, max_steps: int | None
     torch.set_num_threads(1)
     task = get_task(task_name)
     policy = PolicyBundle.from_npz_bytes(bundle_npz).build(task.spec)
-    result = run_episode(task, policy, seed, mode="mean", label_expert=False, max_steps=max_steps)
-    return {"seed": seed, **{k: float(v) for k, v in result.summary.items() if isinstance(v, (int, float))},
-            "error": result.error}
+    sampled = run_episode(task, policy, seed, mode="sample", rng_seed=seed, label_expert=False, max_steps=max_steps)
+    mean = run_episode(task, policy, seed, mode="mean", label_expert=False, max_steps=max_steps)
+    row = {"seed": seed, "error": sampled.error or mean.error}
+    row.update({k: float(v) for k, v in sampled.summary.items() if isinstance(v, (int, float))})
+    row.update({f"mean_action_{k}": float(v) for k, v in mean.summary.items() if isinstance(v, (int, float))})
+    return row

@@ -38,6 +38,8 @@ def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict
             "condition": cond.name, "label": cond.label, "analyst_calls": calls,
             "env_resets": refine_resets + cond.rl_resets, "metric_mean": float(np.nanmean(metric)),
             "metric_std": float(np.nanstd(metric)), "success_rate": float(ep["success"].mean()),
+            "mean_action_metric_mean": float(np.nanmean(ep["mean_action_metric"])),
+            "mean_action_metric_std": float(np.nanstd(ep["mean_action_metric"])),
             "episodes": len(ep), "errors": int(ep["error"].notna().sum()) if "error" in ep else 0,
         })
     return pd.DataFrame(rows)
@@ -70,11 +72,16 @@ def table_markdown(summary: pd.DataFrame, spec, opts) -> str:
             + (f" — **scaled down x{opts.scale:g} from the published 400 / 2,000**" if scaled else "")
             + ("; smoke profile, numbers meaningless" if opts.smoke else "") + ".",
             "",
-            f"| condition | analyst calls | env resets | {spec.metric.name} (mean ± std) | success | published |",
-            "|---|---|---|---|---|---|"]
+            "Each policy runs as the contract executes it: a seeded sample from its Gaussian, clipped"
+            " to the bounds. The mean-action column runs the same policy without noise, for reference.",
+            "",
+            f"| condition | analyst calls | env resets | {spec.metric.name} (mean ± std) | success | "
+            "mean action | published |",
+            "|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
         head.append(f"| {r['label']} | {r['analyst_calls']} | {r['env_resets']:,} | "
                     f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['success_rate']:.0%} | "
+                    f"{r['mean_action_metric_mean']:.3f} ± {r['mean_action_metric_std']:.3f} | "
                     f"{published.get(r['condition'], '-')} |")
     return "\n".join(head) + "\n"
 

@@ -41,6 +41,10 @@ class ExperimentOptions:
     smoke: bool = False
     date: str | None = None
     group_size: int = 20
+    mlp_rl_lr: float = 3e-4
+    """Adam step for the MLP's RL: METHOD.md's 0.007 suits a dozen meaningful coefficients,
+    but moves every one of an MLP's thousands of weights by about that much on the first step
+    (measured: the MLP's group return fell from 467 to about -90 after one update)."""
     max_steps: int | None = None
     il: dict = field(default_factory=dict)
 
@@ -49,7 +53,7 @@ class ExperimentOptions:
         opts = cls(task=args.task, seeds=args.seeds, workers=args.workers or (os.cpu_count() or 1),
                    ray=args.ray, low_resets=args.low_resets, high_resets=args.high_resets,
                    refined_run=args.refined_run, analyst=args.analyst, rounds=args.rounds, out=args.out,
-                   smoke=args.smoke, date=args.date)
+                   smoke=args.smoke, date=args.date, mlp_rl_lr=args.mlp_rl_lr)
         return opts.smoke_profile() if args.smoke else opts
 
     def smoke_profile(self) -> ExperimentOptions:
@@ -127,6 +131,8 @@ def rl_config(cond: Condition, opts: ExperimentOptions) -> dict | None:
     if cond.rl_resets == 0:
         return None
     cfg = {"reset_budget": cond.rl_resets, "group_size": min(opts.group_size, cond.rl_resets)}
+    if cond.program == "mlp":
+        cfg["lr"] = opts.mlp_rl_lr
     if opts.max_steps:
         cfg["max_steps"] = opts.max_steps
     return cfg

@@ -16,16 +16,15 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, String
 
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
-from refine_ros.messages import pack_json, pack_vector, unpack_json
+from refine_ros.messages import pack_json, pack_vector
+from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Bounds, declare_parameters
-from refine_ros.safety import InvalidCommand, parse_command
 
 # The simulator's column order is the contract the fitted programs were trained on, so the
 # bridge takes it from the task spec instead of spelling it again.
@@ -67,7 +66,9 @@ PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
 }
 
 
-class ArmBridge(Node):
+class ArmBridge(BridgeNode):
+    axes = ACTION_AXES
+
     def __init__(self, **kwargs) -> None:
         super().__init__("arm_bridge", **kwargs)
         declare_parameters(self, PARAMETERS)
@@ -95,12 +96,7 @@ class ArmBridge(Node):
         self._handle: tuple[float, np.ndarray, np.ndarray] | None = None
         self._opening: tuple[float, float] | None = None
         self._previous: np.ndarray | None = None
-        self.episode, self.step = 0, 0
-        self.rejected = 0
         self.create_timer(1.0 / float(p("observation_rate")), self._publish_observation)
-
-    def _param(self, name: str):
-        return self.get_parameter(name).value
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         fixed = {"servo_topic", "gripper_topic", "joint_states_topic", "ee_pose_topic",
@@ -116,17 +112,10 @@ class ArmBridge(Node):
                 return SetParametersResult(successful=False, reason="gripper_joints is empty")
         return SetParametersResult(successful=True)
 
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
-
     # ---- commands -----------------------------------------------------------------------
     def _on_action(self, msg: Float64MultiArray) -> None:
-        """Defence in depth: the safety node already checked this, the bridge re-checks shape."""
-        try:
-            _, _, values = parse_command(msg.layout.data_offset, msg.data, ACTION_AXES)
-        except InvalidCommand as exc:
-            self.rejected += 1
-            self.get_logger().warning(f"dropped safe_action: {exc}", throttle_duration_sec=1.0)
+        values = self._safe_values(msg)
+        if values is None:
             return
         delta = np.clip(values[:3], -1.0, 1.0) * float(self._param("max_speed"))
         twist = TwistStamped()
@@ -158,13 +147,8 @@ class ArmBridge(Node):
     def _on_target(self, msg: PointStamped) -> None:
         self._target = np.array([msg.point.x, msg.point.y, msg.point.z])
 
-    def _on_event(self, msg: String) -> None:
-        try:
-            event = unpack_json(msg)
-            if isinstance(event, dict) and event.get("event") == "start":
-                self.episode, self.step, self._previous = int(event.get("episode", self.episode + 1)), 0, None
-        except (ValueError, TypeError):
-            self.get_logger().warning("ignored a malformed episode event")
+    def _on_start(self) -> None:
+        self._previous = None  # the first observation's "previous" half is itself
 
     def _publish_observation(self) -> None:
         now, timeout = self._now(), float(self._param("sensor_timeout"))

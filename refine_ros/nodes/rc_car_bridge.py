@@ -21,17 +21,16 @@ import numpy as np
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from refine_core.tasks.car_racing import SPEED_SCALE
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
-from refine_ros.messages import pack_json, pack_vector, unpack_json
+from refine_ros.messages import pack_json, pack_vector
+from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Bounds, declare_parameters
-from refine_ros.safety import InvalidCommand, parse_command
 from refine_ros.vision import N_TILES, TILE_FEATURES
 
 # The simulator's column order, from the task spec: the contract fitted programs rely on.
@@ -66,7 +65,9 @@ def car_indicators(speed_sim: float, yaw: float, yaw_rate: float, wheels: np.nda
     return np.array([speed_sim / SPEED_SCALE, heading, yaw_rate, *wheels], dtype=float)
 
 
-class RcCarBridge(Node):
+class RcCarBridge(BridgeNode):
+    axes = ACTION_AXES
+
     def __init__(self, **kwargs) -> None:
         super().__init__("rc_car_bridge", **kwargs)
         declare_parameters(self, PARAMETERS)
@@ -91,11 +92,7 @@ class RcCarBridge(Node):
         self._odom: tuple[float, float, float, float] | None = None  # time, speed, yaw, yaw rate
         self._wheels: tuple[float, np.ndarray] | None = None
         self._tiles: tuple[float, np.ndarray] | None = None
-        self.episode, self.step, self.rejected = 0, 0, 0
         self.create_timer(1.0 / float(p("observation_rate")), self._publish_observation)
-
-    def _param(self, name: str):
-        return self.get_parameter(name).value
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         for param in params:
@@ -105,15 +102,9 @@ class RcCarBridge(Node):
                 return SetParametersResult(successful=False, reason="wheel_joints needs 4 names")
         return SetParametersResult(successful=True)
 
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
-
     def _on_action(self, msg: Float64MultiArray) -> None:
-        try:
-            _, _, values = parse_command(msg.layout.data_offset, msg.data, ACTION_AXES)
-        except InvalidCommand as exc:
-            self.rejected += 1
-            self.get_logger().warning(f"dropped safe_action: {exc}", throttle_duration_sec=1.0)
+        values = self._safe_values(msg)
+        if values is None:
             return
         steer = float(np.clip(values[0], -1.0, 1.0))
         gas, brake = (float(np.clip(v, 0.0, 1.0)) for v in values[1:3])
@@ -144,14 +135,6 @@ class RcCarBridge(Node):
         if data.size != N_TILES * TILE_FEATURES or not np.all(np.isfinite(data)):
             return
         self._tiles = (self._now(), data)
-
-    def _on_event(self, msg: String) -> None:
-        try:
-            event = unpack_json(msg)
-            if isinstance(event, dict) and event.get("event") == "start":
-                self.episode, self.step = int(event.get("episode", self.episode + 1)), 0
-        except (ValueError, TypeError):
-            self.get_logger().warning("ignored a malformed episode event")
 
     def _publish_observation(self) -> None:
         now, timeout = self._now(), float(self._param("sensor_timeout"))

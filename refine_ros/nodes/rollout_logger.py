@@ -26,6 +26,11 @@ two episodes can still be in flight. Like `refine run`, only the kinds in `store
 keep their steps (sim profiles: the diagnostic table the analyst reads); every episode still
 gets its `episodes` row with the summary and its step count.
 
+With `log_safe_action` (real profiles) the safety node's `refine/safe_action` fills
+`safe_<action>` columns: what the robot was actually sent for the step, beside the policy's
+`act_*`. It is a side stream: a row never waits for it and gets NaN when no safe command
+carried its counters (dry run), so a silent safety node cannot hold back or drop a row.
+
 `logger/flush` (std_srvs/Trigger) answers once every message queued before the call is in a
 committed row and every episode whose end was announced is closed in the database; only rows
 of an episode still running that wait for their next observation stay pending.

@@ -53,7 +53,7 @@ DESCRIPTIONS = {
     "max_rate": "largest change per second per axis when ramping up (<= 0: unlimited); stops are immediate",
     "hold_axes": "axes whose stop value is the last value sent (arm gripper keeps its grip); [-1] = none",
     "watchdog_timeout": "seconds within which zero is commanded after observations or commands go stale",
-    "watchdog_period": "watchdog timer period in seconds (<= watchdog_timeout / 4); inputs are stale after timeout - 2 * period",
+    "watchdog_period": "watchdog timer period in seconds (<= watchdog_timeout / 4); inputs are stale after timeout - period - max(period, 0.3 * timeout)",
     "teleop_hold": "seconds a teleop command keeps preempting policy commands",
     "workspace_observation_indices": "observation coordinates checked against the box (arm: gripper xyz 0,1,2; car: speed 48)",
     "workspace_lower": "lower bound per checked coordinate",
