@@ -35,7 +35,7 @@ class LoopResult:
 
 def refine(task: Task, analyst: Analyst, db: RunDatabase, config: LoopConfig, *, resume: bool = False) -> LoopResult:
     spec = task.spec
-    log = stages.Reporter(db, config.verbose)
+    log = stages.Reporter(config.verbose)
 
     # 0. The run, its demonstration, and where to pick up after a kill.
     run_id = stages.open_run(db, task, analyst, config, resume=resume)

@@ -113,10 +113,10 @@ class PendingCalls:
 
 
 class Reporter:
-    """Progress lines for a person watching; also mirrored as `events` rows at commit."""
+    """Progress lines for a person watching (the database keeps the record: `events`)."""
 
-    def __init__(self, db: RunDatabase, verbose: bool) -> None:
-        self.db, self.verbose = db, verbose
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
 
     def say(self, message: str) -> None:
         if self.verbose:

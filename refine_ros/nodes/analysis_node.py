@@ -64,8 +64,8 @@ PARAMETERS: dict[str, tuple[Any, str, Bounds]] = {
 class _NodeReporter(stages.Reporter):
     """The loop's progress lines, sent to the node's logger instead of stdout."""
 
-    def __init__(self, db: RunDatabase, node: Node) -> None:
-        super().__init__(db, verbose=True)
+    def __init__(self, node: Node) -> None:
+        super().__init__(verbose=True)
         self._logger = node.get_logger()
 
     def say(self, message: str) -> None:
@@ -129,7 +129,7 @@ class AnalysisNode(Node):
 
     def _start(self) -> bool:
         db, spec = self.db, self.spec
-        self.log = _NodeReporter(db, self)
+        self.log = _NodeReporter(self)
         self.run_id = int(stages.open_run(db, self.task, self.analyst, self.config, resume=True))
         self.demo = stages.demonstration(db, self.run_id, self.task, self.log)
         state = stages.resume_state(db, self.run_id, spec)
