@@ -123,7 +123,7 @@ def main(argv: list) -> int:
     guard = _load_sibling("guard") if config.get("guard", True) else None
     _report(status_fd, ready=True, seccomp=seccomp_on, guard=guard is not None)
     if guard is not None:
-        guard.install((config["writable"],), status_fd)
+        guard.install((config["writable"],), status_fd, read_only=tuple(config.get("read_only", ())))
     try:
         code = compile(source, config["script"], "exec", dont_inherit=True)
         exec(code, namespace)  # noqa: S102 - this is the sandbox's whole purpose

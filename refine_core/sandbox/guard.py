@@ -57,9 +57,15 @@ def _within(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def install(writable: tuple[str, ...], status_fd: int | None) -> None:
-    """Install the hook; `writable` are the only directories a script may write into."""
+def install(writable: tuple[str, ...], status_fd: int | None, read_only: tuple[str, ...] = ()) -> None:
+    """Install the hook; `writable` are the only directories a script may write into, minus
+    the `read_only` paths mounted inside them."""
     writable = tuple(os.path.realpath(p) for p in writable) + ("/dev/null",)
+    read_only = tuple(os.path.realpath(p) for p in read_only)
+
+    def may_write(path: str) -> bool:
+        return _within(path, writable) and not _within(path, read_only)
+
     forbidden_reads = ("/proc", "/sys")
     self_pid = os.getpid()
     write_report = os.write
@@ -84,7 +90,7 @@ def install(writable: tuple[str, ...], status_fd: int | None) -> None:
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
                 flags & _WRITE_FLAGS
             )
-            if writing and not _within(path, writable):
+            if writing and not may_write(path):
                 refuse(event, f"writing {path!r} (only {writable[0]} is writable)")
             if _within(path, forbidden_reads):
                 refuse(event, f"reading {path!r} (process and kernel information is private)")
@@ -103,7 +109,7 @@ def install(writable: tuple[str, ...], status_fd: int | None) -> None:
             for position in positions:
                 if position < len(args):
                     path = _as_path(args[position])
-                    if path is not None and not _within(path, writable):
+                    if path is not None and not may_write(path):
                         refuse(event, f"changing {path!r} (only {writable[0]} is writable)")
             return
         if event == "object.__setattr__" and len(args) >= 2 and args[1] in (

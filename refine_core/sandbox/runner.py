@@ -192,6 +192,9 @@ def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guar
         "mode": mode,
         "script": f"{job_dir}/script.py",
         "writable": tmp_dir,
+        # Read-only binds that may sit *inside* the writable dir (a checkout under /tmp):
+        # the guard refuses writes there too instead of leaving it to the mount.
+        "read_only": bwrap.python_paths() if isolation == "namespaces" else [],
         "out_dir": f"{tmp_dir}/out",
         "inputs_dir": inputs_dir,
         "status_fd": status_w,
