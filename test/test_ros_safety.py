@@ -479,11 +479,17 @@ def test_main_shuts_down_cleanly_on_external_shutdown():
         # the services are created last in the constructor: the node is fully up once they answer
         client = probe.create_client(Trigger, "safety/confirm_episode")
         assert client.wait_for_service(timeout_sec=10.0)
+        # the graph's node list is discovered on its own schedule, a little after the service
+        deadline = time.monotonic() + 10.0
+        while "safety_main_test" not in probe.get_node_names() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "safety_main_test" in probe.get_node_names()
     finally:
         probe.destroy_node()
         rclpy.shutdown(context=probe_ctx)
-    rclpy.shutdown()  # the default context main() initialised: ExternalShutdownException path
+        # the default context main() initialised: ExternalShutdownException path. Always shut
+        # it down, or a failure here would leave it initialised for every later test.
+        rclpy.try_shutdown()
     assert done.wait(5.0), "main did not return after shutdown"
 
 
