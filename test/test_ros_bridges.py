@@ -280,7 +280,9 @@ def test_every_node_runs_as_a_process_and_exits_cleanly_on_sigint(tmp_path):
         assert wait_until(lambda: {f"life_{m}" for m in modules} <= set(probe.get_node_names()), 60.0), (
             probe.get_node_names()
         )
-        time.sleep(0.5)  # let constructors finish after the node appears in the graph
+        # a node appears in the graph when its constructor starts; let every constructor finish
+        # (the track detector imports OpenCV) so SIGINT tests the spinning node's shutdown
+        time.sleep(2.0)
     finally:
         probe.destroy_node()
         rclpy.shutdown(context=ctx)
@@ -288,7 +290,7 @@ def test_every_node_runs_as_a_process_and_exits_cleanly_on_sigint(tmp_path):
         proc.send_signal(signal.SIGINT)
     for m, (proc, log) in procs.items():
         try:
-            code = proc.wait(timeout=15)
+            code = proc.wait(timeout=30)
         finally:
             if proc.poll() is None:
                 proc.kill()
