@@ -118,7 +118,8 @@ def test_indicators(env):
     assert ind[0] == pytest.approx(st["speed"] / 100, rel=1e-5) and ind[0] > 0.2
     assert ind[1] == pytest.approx(float(wrap_angle(st["angle"])) / math.pi, abs=1e-5)
     assert ind[2] == pytest.approx(st["angular_velocity"], abs=1e-5)
-    np.testing.assert_allclose(ind[3:], st["wheel_omegas"], rtol=1e-5)
+    # ABS readings on the speed scale: omega * wheel radius (0.54) / 100, not raw rad/s
+    np.testing.assert_allclose(ind[3:], np.asarray(st["wheel_omegas"]) * 0.54 / 100, rtol=1e-5)
     assert ind[5] > 0 and ind[6] > 0  # rear wheels roll forwards
 
 

@@ -48,6 +48,21 @@ them named parameters or named module constants with a comment saying where they
 mean, no .item(), no numpy inside forward), does not modify tensors in place, and stays \
 finite when inputs contain NaN or inf (use torch.nan_to_num on the inputs)."""
 
+GENERATION_RULES = """\
+How to write the program:
+- Keep it simple: a handful of terms a person can read and check, each with a physical \
+meaning stated in a comment.
+- Prefer linear combinations of meaningful features (offsets, heading errors, distances, \
+speed errors) with one coefficient each; add a bias term only where the physics needs one.
+- Do not use sigmoid or tanh to shape actions; clip each action mean to its bounds instead \
+(torch.clamp), action by action.
+- Estimate a variance for every action dimension: a learnable log standard deviation per \
+action, so scale_tril is diagonal and positive.
+- Build every new tensor from existing ones with torch.stack or torch.cat; do not write \
+into slices of a tensor and do not use register_buffer.
+- Do not name variables, parameters or attributes after PyTorch or Python keywords or \
+built-ins (for example input, max, min, abs, sum, type, lambda)."""
+
 REPAIR_INTRO = "Your previous program could not be used."
 
 PROGRAM_FORMAT = """\
@@ -125,7 +140,7 @@ def generation_messages(
     spec: TaskSpec, *, failed_program: str | None = None, error: str | None = None
 ) -> Messages:
     """Zero-shot generation, or repair of a program that failed to build or fit."""
-    parts = [spec.describe(), contract(spec)]
+    parts = [spec.describe(), contract(spec), GENERATION_RULES]
     if failed_program is not None or error is not None:
         parts.append(REPAIR_INTRO)
         if failed_program is not None:

@@ -17,8 +17,10 @@ Observation (Dict, float32):
   Tile 0 is the nearest tile whose centre is not behind the car. x and y are clipped to
   +-40 (far beyond the playfield, so only reachable by a bug).
 - ``indicators`` (7,): speed / 100 (not clipped; about 1 at the car's top speed), heading
-  angle wrapped to [-pi, pi] divided by pi, angular velocity (rad/s), and the four wheel
-  angular speeds (rad/s) front-left, front-right, rear-left, rear-right.
+  angle wrapped to [-pi, pi] divided by pi, angular velocity (rad/s, Box2D's native unit;
+  positive turning left), and the four wheels' ABS-sensor readings front-left, front-right,
+  rear-left, rear-right: wheel surface speed on the speed scale, ``omega * 0.54 / 100``, so
+  a rolling wheel reads about the normalised speed and a spinning one reads more.
 
 Action Box([-1, 0, 0], [1, 1, 1]): steer (negative is left), gas, brake; clipped to the
 bounds; a non-finite or wrongly shaped action raises `InvalidAction`.
@@ -42,6 +44,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.box2d import car_dynamics as _cd
 from gymnasium.envs.box2d import car_racing as _cr
 from gymnasium.error import InvalidAction
 from gymnasium.utils import EzPickle
@@ -52,9 +55,16 @@ N_INDICATORS = 7
 HALF_WIDTH_UNITS = 0.2
 UNITS_PER_WORLD = HALF_WIDTH_UNITS / _cr.TRACK_WIDTH
 SPEED_SCALE = 100.0
+WHEEL_RADIUS = _cd.WHEEL_R * _cd.SIZE  # world units (0.54)
 _POS_BOUND = 40.0  # beyond any point of the playfield in track units
 _SEARCH_BACK, _SEARCH_AHEAD = 4, 20
 _LOST_DISTANCE = 4.0 * _cr.TRACK_WIDTH
+
+
+def wheel_reading(omega: float) -> float:
+    """A wheel's ABS-sensor reading on the speed scale: its surface speed over 100, so a wheel
+    that rolls without slipping reads the normalised speed (raw rad/s is 185 times larger)."""
+    return float(omega) * WHEEL_RADIUS / SPEED_SCALE
 
 
 def wrap_angle(a: np.ndarray | float) -> np.ndarray | float:
@@ -266,10 +276,7 @@ class CarRacingSemantic(_cr.CarRacing):
                 math.hypot(v[0], v[1]) / SPEED_SCALE,
                 float(wrap_angle(angle)) / np.pi,
                 hull.angularVelocity,
-                w[0].omega,
-                w[1].omega,
-                w[2].omega,
-                w[3].omega,
+                *(wheel_reading(wheel.omega) for wheel in w),
             ],
             dtype=np.float64,
         )

@@ -29,25 +29,29 @@ DESCRIPTION = """\
 Drive a rear-wheel-drive race car (Gymnasium CarRacing's Box2D physics) around a randomly
 generated closed track as fast as possible. The track is split into about 300 short tiles;
 each tile touched for the first time earns 1000 / (number of tiles) reward, and every step
-costs 0.1, so the return is about 1000 - 0.1 * steps for a full lap and less for skipped
-tiles. The episode ends when the lap is complete, when the car leaves the playfield (-100)
-or after 1000 steps (50 steps per second).
-Observation, in track units where the track is 0.4 wide (half-width 0.2) and one tile is
-about 0.105 long; the car body is about 0.15 long (about 1.4 tiles):
-- tiles: the 12 tiles ahead of the car in driving order, nearest first. Per tile, measured in
-  that tile's own frame: x = lateral position of the car relative to the tile centre,
-  positive when the car is LEFT of the centre (|x| > 0.2 means the car is on grass, where
-  it is slow and earns nothing); y = longitudinal position of the car relative to the tile
-  centre along the driving direction (negative while the tile centre is still ahead, so it
-  grows more negative for further tiles); theta = heading of the tile minus heading of the
-  car, in radians wrapped to [-pi, pi], positive when the road turns LEFT relative to where
-  the car points; border = 1 on tiles with a red-white curb, which the track puts on sharp
-  corners, else 0.
-- indicators: speed / 100 (about 1 at top speed; not clipped); absolute heading / pi in
-  [-1, 1]; yaw rate in rad/s (positive turning left); the four wheel angular speeds in rad/s
-  (front-left, front-right, rear-left, rear-right), which exceed speed / 0.54 when wheels spin.
-Physics hints: the steering wheel turns at a finite rate; full gas while steering makes the
-driven rear wheels slip and the car spin; brake 0.9 or more locks the wheels.
+costs 0.1, so a full lap returns about 1000 - 0.1 * steps and skipped tiles earn nothing.
+The episode ends when the lap is complete, when the car leaves the playfield (-100) or
+after 1000 steps (50 steps per second).
+Units: positions are in track units in which the track is 0.4 wide (half-width 0.2) and
+one tile is about 0.105 long; the car body is about 0.15 long, i.e. about 1.4 tiles.
+- tiles (12, 4): the 12 tiles ahead of the car in driving order, nearest first. Per tile,
+  in that tile's own frame: x = signed lateral position of the car relative to the tile
+  centre, positive when the car is LEFT of the centre (|x| > 0.2 means the car is on the
+  grass, where it is slow and earns nothing); y = signed longitudinal position of the car
+  relative to the tile centre along the driving direction (negative while the tile centre is
+  still ahead, so further tiles have more negative y); theta = heading of the tile relative
+  to the car's heading, in radians in [-pi, pi], positive when the road turns LEFT relative
+  to where the car points; border = 1 if the tile is a sharp corner (the track's red-white
+  curb flag), else 0.
+- indicators (7,): speed normalised from [0, 100] to [0, 1] (about 1 at top speed, not
+  clipped); absolute heading normalised from [-pi, pi] to [-1, 1]; angular velocity in rad/s
+  (the simulator's native unit, positive when turning left); then the four wheels' ABS-sensor
+  readings (front-left, front-right, rear-left, rear-right): wheel surface speed on the same
+  scale as speed, so a wheel rolling without slipping reads about the normalised speed, and a
+  driven rear wheel that spins under too much gas reads clearly more than the speed.
+Actions: steer in [-1, 1] (negative steers left, positive right), gas in [0, 1] (drives the
+rear wheels), brake in [0, 1] (0.9 or more locks the wheels). The steering turns at a finite
+rate; full gas in a bend makes the rear wheels slip and the car spin out.
 """
 
 
@@ -68,7 +72,7 @@ def make_spec() -> TaskSpec:
                 "indicators",
                 (7,),
                 _INDICATOR_COLUMNS,
-                "(speed/100, heading/pi, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr).",
+                "(speed, heading, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr); see above.",
             ),
         ),
         actions=(
@@ -76,7 +80,7 @@ def make_spec() -> TaskSpec:
             ActionSpec("gas", 0.0, 1.0, "throttle on the rear wheels"),
             ActionSpec("brake", 0.0, 1.0, "brake on all wheels; >= 0.9 locks them"),
         ),
-        metric=MetricSpec("return", True, "episode return (sum of rewards), higher is better"),
+        metric=MetricSpec("return", True, "the sum of the rewards over the episode"),
         episode_steps=EPISODE_STEPS,
     )
 

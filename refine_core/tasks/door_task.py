@@ -43,8 +43,7 @@ opening (3), 1 = fully open, 0 = closed; door handle xyz (4-6); handle orientati
 quaternion (7-10, order qx, qy, qz, qw); zeros (11-17); the same 18 values one step earlier
 (18-35), so differences give velocities; target xyz (36-38).
 Actions: dx, dy, dz in [-1, 1] move the gripper by up to 1 cm per step along each axis;
-gripper in [0, 1], 1 = open, 0 = closed. A good strategy: move above the handle, drop down
-beside it, then push/pull it towards the target with the gripper closed.
+gripper in [0, 1], 1 = open, 0 = closed.
 Episodes last 500 steps and do not end on success.
 """
 
