@@ -72,6 +72,13 @@ setup(
     entry_points={
         "console_scripts": ["refine = refine_core.cli:main"]
         + [f"{name} = {target}" for name, target in NODES.items()],
+        # refine_core never imports refine_ros: the ROS verbs and benchmarks are found here
+        "refine.commands": [
+            "up = refine_ros.commands.up",
+            "export = refine_ros.commands.export",
+            "demo = refine_ros.commands.demo",
+        ],
+        "refine.benchmarks": ["ros = refine_ros.bench:bench_ros"],
     },
     zip_safe=True,
 )

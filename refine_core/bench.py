@@ -2,6 +2,8 @@
 
 Each benchmark lives next to the code it measures; this module only calls them in order and
 collects one JSON object. A benchmark that cannot run here records why instead of a number.
+ROS benchmarks come from refine_ros through the `refine.benchmarks` entry-point group, so
+refine_core never imports it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from importlib.metadata import entry_points
+
+PLUGIN_GROUP = "refine.benchmarks"
+"""Benchmarks other packages contribute (refine_ros: the ROS latency and throughput figures)."""
 
 
 def il_fit_seconds_door() -> dict:
@@ -107,11 +113,11 @@ def _benchmarks() -> list[tuple[str, Callable[[], dict]]]:
         ("sandbox", bench_sandbox), ("analysis", analysis_seconds_per_round),
         ("rl", rl_update_seconds), ("parallel", parallel_speedup_2_workers),
     ]
-    try:
-        from refine_ros.bench import bench_ros  # ROS is optional for refine_core users
-        out.append(("ros", bench_ros))
-    except ImportError as exc:
-        out.append(("ros", lambda exc=exc: {"ros_skipped": f"refine_ros unavailable: {exc}"}))
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        try:
+            out.append((entry.name, entry.load()))
+        except ImportError as exc:  # e.g. the ROS benchmarks where rclpy is missing
+            out.append((entry.name, lambda exc=exc, name=entry.name: {f"{name}_skipped": f"unavailable: {exc}"}))
     return out
 
 

@@ -1,15 +1,30 @@
-"""`refine`: a thin argparse front over refine_core; each verb lives in refine_core/commands/."""
+"""`refine`: a thin argparse front over refine_core; each verb lives in refine_core/commands/.
+
+Verbs that need ROS (`up`, `export`, `demo`) belong to refine_ros, which contributes them
+through the `refine.commands` entry-point group: refine_core never imports refine_ros, and a
+verb whose package cannot be imported here is listed with the reason instead of breaking
+`refine`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from importlib.metadata import entry_points
 
 COMMANDS = (
-    "tasks", "record", "fit", "eval", "run", "analyze", "report",
-    "experiment", "export", "up", "bench", "demo",
+    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "bench",
 )
+PLUGIN_GROUP = "refine.commands"
+
+
+def command_modules() -> dict[str, str]:
+    """Verb name -> module, core verbs first, then those other packages contribute."""
+    modules = {name: f"refine_core.commands.{name}" for name in COMMANDS}
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        modules.setdefault(entry.name, entry.value)
+    return modules
 
 
 class UserError(Exception):
@@ -21,11 +36,23 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refine", description="Refine structured robot policies from one demonstration."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        module = importlib.import_module(f"refine_core.commands.{name}")
+    for name, path in command_modules().items():
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:  # e.g. `up` on a machine without the ROS 2 client libraries
+            command = sub.add_parser(name, help=f"unavailable here: {exc}")
+            command.set_defaults(_run=_unavailable(name, exc))
+            continue
         command = module.add_parser(sub)
         command.set_defaults(_run=module.run)
     return parser
+
+
+def _unavailable(name: str, exc: ImportError):
+    def run(_args) -> int:
+        raise UserError(f"`refine {name}` cannot run here: {exc}")
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:

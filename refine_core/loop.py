@@ -1,105 +1,360 @@
-"""The refinement loop of METHOD.md, top to bottom.
+"""The refinement method, top to bottom.
 
-    C0 = analyst.generate(task spec)
-    for each round:
-        fit C on the demonstration (in the sandbox; regenerate on failure, <= 5 attempts)
-        T = analyst.diagnose(spec, C, column schema)         # names only, no numbers
-        roll out: diagnostic episodes (the table T reads), selection episodes (pick the best
-                  round), evaluation episodes (reported, never used to choose)
-        inner loop: run T in the sandbox -> results -> analyst.revise -> more tests? run them
-        commit the round (program, fit, diagnostics, results, answers, metrics) atomically
-        stop, or continue with the revised program
-    return the best round by the selection metric
+    C = analyst.generate(task)                        the zero-shot structure
+    for each round (at most max_rounds):
+        fit C on the one demonstration                regenerate from the error, <= max_attempts
+        T = analyst.diagnose(task, C, column names)   names only: no rollout number yet
+        roll out C: diagnostic episodes (the table T reads), selection episodes (choose the
+                    best round), evaluation episodes (reported, never used to choose)
+        run T in the sandbox -> printed results r
+        b = analyst.revise(r), continuing T's exchange; b = more tests? run them, ask again
+        commit the round (one transaction)
+        b = stop -> leave; b = a program -> C = b
+    optionally: RL polishes the best round's continuous parameters
+    the best round is the one with the best selection metric
 
-Each stage is a function in `stages.py`; this file only orders them.
+Where a program is fitted and who runs the episodes are the two seams in `backends` (local
+defaults; `refine_ros.graph` runs them over DDS). Records, commits and resume live with the
+store (`store.records`). Everything else about the method is in this file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 
-from refine_core import stages
-from refine_core.analyst.base import Analyst
-from refine_core.stages import LoopConfig, RoundRecord
+from refine_core.analyst.base import Analyst, Conversation, Decision, DiagnosticsAnswer, LLMCall
+from refine_core.backends import (
+    EpisodeRunner,
+    FitOutcome,
+    Fitter,
+    LocalEpisodes,
+    LocalFitter,
+    Rollouts,
+)
+from refine_core.rollout.demo import Demonstration, DemonstrationError, record_demonstration
+from refine_core.rollout.plan import episode_plan
+from refine_core.rollout.schema import RolloutSchema
+from refine_core.sandbox import SandboxResult, run_diagnostics
+from refine_core.store import records
 from refine_core.store.db import RunDatabase
+from refine_core.store.records import RoundRecord
 from refine_core.tasks.base import Task
+
+ACTION_MODES = ("mean", "sample")
+DEMONSTRATION_SOURCES = ("expert", "recorded")
 
 
 @dataclass
-class LoopResult:
+class RefineConfig:
+    max_rounds: int = 6
+    """Outer-loop rounds."""
+    max_attempts: int = 5
+    """Build/fit attempts per round before the round is given up with a recorded error."""
+    max_test_requests: int = 5
+    """'More tests' answers executed per round before the analyst must revise or stop."""
+    diagnostic_episodes: int = 2
+    """Episodes whose step table the diagnostics read."""
+    selection_episodes: int = 3
+    """Episodes that decide the best round (never the evaluation seeds)."""
+    eval_episodes: int = 10
+    """Episodes on unseen evaluation seeds, reported only."""
+    action_mode: str = "mean"
+    """'mean' executes the Gaussian's mean, 'sample' a seeded draw from it."""
+    expert_labels: bool = False
+    """Relabel every rollout state with the scripted expert's action (`expert_*` columns).
+    Privileged information the published method does not have: off unless asked for, and
+    impossible on a robot."""
+    demonstration: str = "expert"
+    """'expert': record the task's scripted expert when the run has no demonstration yet;
+    'recorded': only ever use a demonstration already in the run (robots: a teleoperated one)."""
+    il: dict = field(default_factory=dict)
+    """`learn.il.ILConfig` overrides for every fit."""
+    rl_resets: int = 0
+    """Environment resets for RL on the best round after refinement (0 = no RL)."""
+    rl: dict = field(default_factory=dict)
+    """`learn.rl.RLConfig` overrides for that RL."""
+    sandbox_timeout_s: float = 120.0
+    """Wall-clock limit for one diagnostics script."""
+    fit_timeout_s: float = 600.0
+    """Wall-clock limit for one sandboxed fit."""
+    workers: int = 1
+    """Local processes for rollouts."""
+    allow_weak_isolation: bool = False
+    """Run generated code even where OS namespaces are unavailable (recorded as 'weak')."""
+    max_steps: int | None = None
+    """Cap on episode length (tests and smoke runs); None = the task's length."""
+    verbose: bool = True
+
+    def __post_init__(self) -> None:
+        if self.action_mode not in ACTION_MODES:
+            raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {self.action_mode!r}")
+        if self.demonstration not in DEMONSTRATION_SOURCES:
+            raise ValueError(f"demonstration must be one of {DEMONSTRATION_SOURCES}, got {self.demonstration!r}")
+        for name in ("max_rounds", "max_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+
+@dataclass
+class RefineResult:
     run_id: int
     rounds: list[RoundRecord] = field(default_factory=list)
     best: RoundRecord | None = None
     stop_reason: str = ""
 
 
-def refine(task: Task, analyst: Analyst, db: RunDatabase, config: LoopConfig, *, resume: bool = False) -> LoopResult:
-    spec = task.spec
-    log = stages.Reporter(config.verbose)
+@dataclass
+class Run:
+    """What every step of one refinement run shares (CleanRL keeps this in its globals)."""
 
-    # 0. The run, its demonstration, and where to pick up after a kill.
-    run_id = stages.open_run(db, task, analyst, config, resume=resume)
-    demo = stages.demonstration(db, run_id, task, log)
-    state = stages.resume_state(db, run_id, spec)
-    result = LoopResult(run_id=run_id, rounds=list(state.rounds), best=state.best)
+    task: Task
+    analyst: Analyst
+    db: RunDatabase
+    config: RefineConfig
+    fitter: Fitter
+    episodes: EpisodeRunner
+    run_id: int
+    demo: Demonstration
+    calls: list[dict] = field(default_factory=list)
+    """The analyst's calls since the last commit: they land with the round that used them."""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def record(self, calls: list[LLMCall], role: str) -> None:
+        self.calls += [{**call.to_dict(), "role": call.role or role} for call in calls]
+
+    def take_calls(self) -> list[dict]:
+        calls, self.calls = self.calls, []
+        return calls
+
+    @contextmanager
+    def timed(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def say(self, message: str) -> None:
+        if self.config.verbose:
+            print(f"[refine] {message}", flush=True)
+
+
+def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig | None = None, *,
+           fitter: Fitter | None = None, episodes: EpisodeRunner | None = None,
+           resume: bool = False, on_round: Callable[[RoundRecord], None] | None = None) -> RefineResult:
+    """Run (or resume) the refinement method on `task` and return its rounds and best round.
+    `on_round` hears about every committed round (progress bars, the ROS status topic)."""
+    config = config or RefineConfig()
+    spec, higher = task.spec, task.spec.metric.higher_is_better
+
+    # 0. The run, its one demonstration, and where a killed run picks up.
+    run_id = records.open_run(db, spec.name, analyst.name, asdict(config), resume=resume)
+    run = Run(task, analyst, db, config,
+              fitter or LocalFitter(task, config.il, config.fit_timeout_s, config.allow_weak_isolation),
+              episodes or LocalEpisodes(task, config.action_mode, config.workers, config.max_steps,
+                                        config.expert_labels, progress=None if config.verbose else False),
+              run_id, demonstration(db, run_id, task, config))
+    state = records.resume_state(db, run_id, higher)
+    result = RefineResult(run_id, list(state.rounds), state.best)
     if state.finished:
         result.stop_reason = state.stop_reason
-        log.say(f"run {run_id} already finished: {state.stop_reason}")
+        run.say(f"run {run_id} already finished: {state.stop_reason}")
         return result
 
-    # 1. Zero-shot structure (or the program the last committed round asked for).
-    pending = stages.PendingCalls()
-    program = state.next_program
+    # 1. The zero-shot structure (or the revision the last committed round asked for).
+    program, conversation = state.next_program, None
     if program is None:
         answer = analyst.generate(spec)
-        pending.add(answer.calls, role="generate")
-        program = answer.program or ""
-        log.say(f"round {state.next_round}: {analyst.name} wrote the zero-shot program")
+        run.record(answer.calls, "generate")
+        program, conversation = answer.program or "", answer.conversation
+        run.say(f"{analyst.name} wrote the zero-shot program")
 
-    for round_index in range(state.next_round, config.max_rounds):
-        timer = stages.StageTimer()
+    for index in range(state.next_round, config.max_rounds):
+        run.seconds = {}
 
-        # 2. Fit on the demonstration, regenerating from the error at most `max_attempts` times.
-        with timer("fit"):
-            fit = stages.fit_with_regeneration(analyst, task, program, demo, config, pending, log)
+        # 2. Fit on the demonstration; a program that fails goes back to the analyst with its error.
+        with run.timed("fit"):
+            fit, attempts, conversation = fit_with_regeneration(run, program, conversation)
         if fit.failed:
-            record = stages.failed_round(run_id, round_index, fit, timer, pending)
-            stages.commit_round(db, record, pending)
+            record = RoundRecord(run_id, index, "failed", fit.program, fit_report={"attempts": attempts},
+                                 error=fit.error, timings=dict(run.seconds))
+            records.commit_round(db, record, run.take_calls())
             result.rounds.append(record)
-            result.stop_reason = f"round {round_index}: no program could be fitted ({fit.error})"
+            result.stop_reason = f"round {index}: no program could be fitted ({fit.error})"
             break
         program = fit.program
 
-        # 3. Diagnostics from the task spec, the program and the column schema only.
-        schema = stages.table_schema(spec, fit.info_schema)
-        with timer("diagnose"):
-            diagnostics = analyst.diagnose(spec, program, schema)
-        pending.add(diagnostics.calls, role="diagnose")
+        # 3. Diagnostics written from the program and the table's column names only.
+        schema = RolloutSchema.for_task(spec, fit.info_schema.keys, expert=config.expert_labels)
+        with run.timed("diagnose"):
+            diagnostics = analyst.diagnose(spec, program, schema.columns)
+        run.record(diagnostics.calls, "diagnose")
 
         # 4. Roll out the fitted policy: the table the diagnostics read, then the metrics.
-        with timer("rollout"):
-            rollouts = stages.roll_out(task, fit.bundle, run_id, round_index, config, log)
+        plan = episode_plan(spec, diagnostic=config.diagnostic_episodes, selection=config.selection_episodes,
+                            evaluation=config.eval_episodes)
+        with run.timed("rollout"):
+            rollouts = run.episodes.run(fit.bundle, plan, run_id=run_id, round=index)
 
-        # 5. Inner loop: execute tests, ask the analyst, execute more tests if asked.
-        with timer("analysis"):
-            inner = stages.inner_loop(analyst, spec, program, diagnostics, rollouts, demo, config, pending, log)
+        # 5. Inner loop: run the tests, read the results, more tests or an answer.
+        with run.timed("analysis"):
+            decision, analyses = diagnose_and_revise(run, program, diagnostics, rollouts)
 
         # 6. Commit everything about this round in one transaction.
-        record = stages.committed_round(run_id, round_index, fit, diagnostics, rollouts, inner, timer)
-        stages.commit_round(db, record, pending, rollouts)
+        record = RoundRecord(
+            run_id, index, "committed", program, fit_report={**(fit.report or {}), "attempts": attempts},
+            info_schema=asdict(fit.info_schema), weights=fit.bundle.weights, diagnostics=diagnostics.code,
+            analyses=analyses, decision=decision.kind,
+            next_program=decision.program if decision.kind == "program" else None,
+            reasoning="\n\n".join(x for x in (diagnostics.reasoning, decision.reasoning) if x),
+            error=decision.error, metrics=rollouts.metrics, timings=dict(run.seconds))
+        records.commit_round(db, record, run.take_calls(), rollouts.episodes)
         result.rounds.append(record)
-        if stages.is_better(spec, record, result.best):
-            result.best = record
-        log.round_summary(record, result.best)
+        result.best = records.best_round(result.rounds, higher)
+        run.say(round_summary(record, result.best))
+        if on_round is not None:
+            on_round(record)
 
-        # 7. Stop, or continue with the revised program.
-        if inner.decision.kind != "program":
-            result.stop_reason = inner.stop_reason
+        # 7. Stop, or continue with the revised program (and the exchange that wrote it).
+        if decision.kind != "program":
+            result.stop_reason = stop_reason(decision)
             break
-        program = inner.decision.program
+        program, conversation = decision.program, decision.conversation
     else:
         result.stop_reason = f"reached max_rounds={config.max_rounds}"
 
-    stages.finish_run(db, run_id, result.best, result.stop_reason)
-    log.say(f"stopped: {result.stop_reason}")
+    # 8. Optionally, RL on the best round's parameters (its own committed round).
+    if config.rl_resets > 0 and result.best is not None:
+        polished = polish_with_rl(run, result.best, result.rounds[-1].round + 1)
+        result.rounds.append(polished)
+        result.best = records.best_round(result.rounds, higher)
+
+    records.finish_run(db, run_id, result.best, result.stop_reason)
+    run.say(f"stopped: {result.stop_reason}")
     return result
+
+
+def demonstration(db: RunDatabase, run_id: int, task: Task, config: RefineConfig) -> Demonstration:
+    """The run's one demonstration. Only in simulation may the scripted expert record one."""
+    try:
+        return Demonstration.load(db, run_id)
+    except DemonstrationError:
+        if config.demonstration == "recorded":
+            raise DemonstrationError(
+                f"run {run_id} in {db.path} has no demonstration and this profile never records the "
+                "simulated expert; record one on the robot first (refine up <robot>_record_demo)") from None
+    if config.verbose:
+        print(f"[refine] recording the scripted expert's demonstration (seed {task.spec.demo_seed})", flush=True)
+    demo = record_demonstration(task)
+    demo.save(db, run_id)
+    return demo
+
+
+def fit_with_regeneration(run: Run, program: str, conversation: Conversation | None
+                          ) -> tuple[FitOutcome, list[dict], Conversation | None]:
+    """Fit `program`; on failure ask the analyst for a repaired one, continuing the exchange
+    that wrote the failed program, at most `max_attempts` fits in all."""
+    attempts: list[dict] = []
+    for attempt in range(1, run.config.max_attempts + 1):
+        fit = run.fitter.fit(program, run.demo)
+        attempts.append({"attempt": attempt, "error": fit.error})
+        if not fit.failed or attempt == run.config.max_attempts:
+            return fit, attempts, conversation
+        run.say(f"fit attempt {attempt}/{run.config.max_attempts} failed: {fit.error}")
+        answer = run.analyst.generate(run.task.spec, failed_program=program, error=fit.error, context=conversation)
+        run.record(answer.calls, "regenerate")
+        if not answer.ok:
+            attempts[-1]["regenerate_error"] = answer.error
+        program, conversation = answer.program or "", answer.conversation or conversation
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+def diagnose_and_revise(run: Run, program: str, diagnostics: DiagnosticsAnswer, rollouts: Rollouts
+                        ) -> tuple[Decision, list[dict]]:
+    """Run the diagnostics over the rollout table, then let the analyst read the results as a
+    follow-up of its own diagnostic exchange; 'more tests' runs and asks again (capped)."""
+    config, spec = run.config, run.task.spec
+    analyses: list[dict] = []
+    if diagnostics.ok:
+        results = sandboxed(run, 0, diagnostics.code, rollouts, analyses)
+    else:
+        results = f"[no diagnostics] the analyst gave no usable diagnostic code: {diagnostics.error}"
+    if rollouts.errors:
+        results += "\n[episodes that failed]\n" + "\n".join(rollouts.errors)
+    conversation = diagnostics.conversation or None
+    for request in range(config.max_test_requests + 1):
+        decision = run.analyst.revise(spec, program, results, conversation=conversation)
+        run.record(decision.calls, "revise")
+        if decision.error or decision.kind != "tests" or request == config.max_test_requests:
+            break
+        run.say(f"the analyst asked for more tests ({request + 1}/{config.max_test_requests})")
+        results = sandboxed(run, request + 1, decision.tests, rollouts, analyses)
+        conversation = decision.conversation
+    if decision.kind == "tests" and not decision.error:
+        decision = Decision("stop", reasoning=f"the cap of {config.max_test_requests} 'more tests' answers "
+                            "was reached without a revision", calls=[], conversation=decision.conversation)
+    return decision, analyses
+
+
+def sandboxed(run: Run, iteration: int, code: str, rollouts: Rollouts, analyses: list[dict]) -> str:
+    """Run analysis code over the rollout table (`df`) and the demonstration (`demo`) in the
+    sandbox; record it and return what the analyst reads."""
+    result = run_diagnostics(code, rollouts.diagnostic, run.demo.table, timeout_s=run.config.sandbox_timeout_s,
+                             allow_weak_isolation=run.config.allow_weak_isolation)
+    analyses.append({"iteration": iteration, "code": code, "stdout": result.stdout,
+                     "stderr_tail": result.stderr_tail, "status": result.status,
+                     "isolation": result.isolation, "duration_s": result.duration_s})
+    return results_text(result)
+
+
+def results_text(result: SandboxResult) -> str:
+    """The printed results, or the failure and its stderr tail."""
+    if result.status == "ok":
+        return result.stdout or "(the diagnostics printed nothing)"
+    return f"[diagnostics {result.status}] {result.message}\n{result.stdout}\n--- stderr (tail) ---\n{result.stderr_tail}"
+
+
+def polish_with_rl(run: Run, best: RoundRecord, index: int) -> RoundRecord:
+    """RL on the best round's fitted parameters (structure unchanged), evaluated like a round
+    and committed as one (decision 'rl'), so choosing between it and the IL fit uses the same
+    selection rule."""
+    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.policy.bundle import PolicyBundle
+
+    spec, config = run.task.spec, run.config
+    run.seconds = {}
+    bundle = PolicyBundle(best.program, run.db.round_weights(run.run_id, best.round))
+    policy = bundle.build(spec)
+    with run.timed("rl"):
+        report = train_rl(run.task, policy, RLConfig(**{"reset_budget": config.rl_resets, **config.rl}),
+                          progress=config.verbose)
+    tuned = PolicyBundle.from_module(best.program, policy)
+    plan = episode_plan(spec, diagnostic=0, selection=config.selection_episodes, evaluation=config.eval_episodes)
+    with run.timed("rollout"):
+        rollouts = run.episodes.run(tuned, plan, run_id=run.run_id, round=index)
+    record = RoundRecord(run.run_id, index, "committed", best.program,
+                         fit_report={"rl": report.to_dict(), "from_round": best.round},
+                         info_schema=best.info_schema, weights=tuned.weights, decision="rl",
+                         reasoning=f"RL on round {best.round}'s parameters: {report.resets} resets",
+                         metrics=rollouts.metrics, timings=dict(run.seconds))
+    records.commit_round(run.db, record, run.take_calls(), rollouts.episodes)
+    run.say(round_summary(record, None))
+    return record
+
+
+def stop_reason(decision: Decision) -> str:
+    if decision.error:
+        return f"the analyst gave no usable answer: {decision.error}"
+    first = decision.reasoning.strip().splitlines()[0] if decision.reasoning.strip() else ""
+    return first or f"the analyst decided {decision.kind}"
+
+
+def round_summary(record: RoundRecord, best: RoundRecord | None) -> str:
+    ev = record.metrics.get("eval", {})
+    text = (f"round {record.round}: selection metric {record.selection_metric:.4g}, eval "
+            f"{ev.get('metric_mean', float('nan')):.4g} ± {ev.get('metric_std', float('nan')):.3g}, "
+            f"decision {record.decision}")
+    return text + (f"; best so far: round {best.round}" if best is not None else "")

@@ -188,24 +188,18 @@ class TrialResult:
 
 def count_logged(run_dir: Path, episode: int = 0) -> tuple[int, int, bool]:
     """(rows of the episode, gap events, episode complete) as the database holds them now."""
-    import sqlite3
+    from refine_core.store.db import RunDatabase, RunDatabaseError
 
-    path = run_dir / "run.db"
-    if not path.exists():
+    if not (run_dir / "run.db").exists():
         return 0, 0, False
-    conn = sqlite3.connect(str(path), timeout=30.0)
     try:
-        try:
-            rows = conn.execute("SELECT COUNT(*) FROM steps WHERE episode = ?", (episode,)).fetchone()[0]
-            gaps = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'gap'").fetchone()[0]
-            done = conn.execute(
-                "SELECT complete FROM episodes WHERE episode = ? ORDER BY id DESC LIMIT 1", (episode,)
-            ).fetchone()
-        except sqlite3.OperationalError:  # tables not created yet
-            return 0, 0, False
-        return int(rows), int(gaps), bool(done and done[0] == 1)
-    finally:
-        conn.close()
+        with RunDatabase(run_dir, create=False) as db:
+            rows = db.count("steps", episode=episode)
+            gaps = db.count("events", kinds=["gap"])
+            done = db.count("episodes", episode=episode, complete=True) > 0
+    except RunDatabaseError:
+        return 0, 0, False
+    return rows, gaps, bool(done)
 
 
 def logger_trial(rate_hz: float, seconds: float, workdir: Path, env: dict[str, str]) -> TrialResult:

@@ -5,9 +5,9 @@ Why it is measured this way: a probe node stands in for the simulator, so the cl
 control rate (as on a robot) and not the physics: it answers the learner's parameter and
 `sim/reset` calls like the sim node, publishes observations of a real door-opening episode
 (recorded from MuJoCo by the scripted expert) on a timer, and time-stamps each action as it
-arrives. The learner runs exactly as under `refine up` (its own executor thread, the control
-callback in its own group) with the bundled starter program at its initial weights, which it
-receives the way a fitted round's policy is sent to a robot (program + weights, no fit).
+arrives. The learner runs exactly as under `refine up` (its own executor thread) with the
+bundled starter program at its initial weights, sent in a rollout request the way the
+analysis node sends a fitted round's policy (program + weights, no fit).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
             super().__init__("sim_node", context=context)
             for name, default in (("seed", 0), ("episode", -1), ("max_steps", 0)):
                 self.declare_parameter(name, default)
-            self.obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
-            self.reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.LOG)
-            self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
+            self.obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+            self.reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL)
+            self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
             self.create_service(Trigger, "sim/reset", self._on_reset)
             self.sent: dict[int, float] = {}
             self.latency_ms: dict[int, float] = {}
@@ -132,10 +132,10 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
 
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
-    from refine_ros import qos
+    from refine_core.rollout.plan import PlannedEpisode
+    from refine_ros import protocol, qos
     from refine_ros.messages import pack_json
     from refine_ros.nodes.learner_node import LearnerNode
-    from refine_ros.round_protocol import program_payload
     from refine_ros.up import make_executor
 
     context = rclpy.Context()
@@ -145,8 +145,6 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
         with tempfile.TemporaryDirectory(prefix="refine-bench-") as run_dir:
             learner = LearnerNode(context=context, parameter_overrides=[
                 Parameter("task", value="door_open"), Parameter("run_dir", value=run_dir),
-                Parameter("episodes", value=1), Parameter("selection_episodes", value=0),
-                Parameter("eval_episodes", value=0), Parameter("max_steps", value=steps),
                 Parameter("episode_timeout", value=float(seconds * 4 + 30)),
             ])
             probe = _probe_node(context, steps, rate_hz, observations)
@@ -158,9 +156,10 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
                 threads.append(threading.Thread(target=spinner.spin, daemon=True))
                 threads[-1].start()
             source = starter_program("door_open")
-            publisher = probe.create_publisher(String, "refine/program", qos.LATCHED)
-            publisher.publish(pack_json(program_payload(0, "program", source, "latency benchmark",
-                                                        bundle=PolicyBundle(source, {}))))
+            publisher = probe.create_publisher(String, protocol.ROLLOUT_REQUEST, qos.REQUEST)
+            plan = [PlannedEpisode("diagnostic", 0, 200)]
+            publisher.publish(pack_json(protocol.rollout_request(1, 1, 0, PolicyBundle(source, {}), plan,
+                                                                 mode="mean", max_steps=steps)))
             finished = probe.done.wait(seconds * 4 + 30)
             samples = np.array(sorted(probe.latency_ms.values()))
     finally:

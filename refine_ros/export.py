@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from refine_core.store.db import RunDatabase, RunDatabaseError
+from refine_core.store.records import best_committed_round
 from refine_core.tasks.registry import get_task
 
 CONTROL_PERIOD_S = {"door_open": 0.0125, "car_racing": 0.02}
@@ -135,7 +136,7 @@ def _finite(values: Iterable[float]) -> list[float]:
 # ------------------------------------------------------------------------- export
 def _resolve_round(db: RunDatabase, run: dict, round_: str | int, higher_is_better: bool) -> int:
     if isinstance(round_, str) and round_ == "best":
-        best = db.best_round(run["id"], higher_is_better=higher_is_better)
+        best = best_committed_round(db, run["id"], higher_is_better)
         if best is None:
             raise ExportError(f"run {run['id']} has no committed round to export")
         return best

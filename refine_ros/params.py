@@ -1,22 +1,35 @@
-"""Parameter descriptors for the nodes: one way to spell a description, a range and the
-read-only flag, so that every node's declared ranges are what docs/NODES.md shows.
+"""Node parameters, declared one way by every node: a module-level table `PARAMETERS` of
+`name -> Param(default, description, bounds, read_only)`, so that every node's declared
+ranges are what docs/NODES.md shows.
 
-Most nodes keep a module-level table `name -> (default, description, bounds)`; `bounds` is
-`None` or a `(low, high)` pair whose type picks the range kind: integers give an
+`bounds` is `None` or a `(low, high)` pair whose type picks the range kind: integers give an
 `IntegerRange` (step 1), floats a `FloatingPointRange`. ROS then refuses an out-of-range value
-before any node code sees it.
+before any node code sees it. A default taken from a refine_core config dataclass (e.g.
+`RefineConfig().max_rounds`) keeps the one source of truth for that value in refine_core.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.node import Node
 
 Bounds = tuple[int, int] | tuple[float, float] | None
-Table = Mapping[str, tuple[Any, str, Bounds]]
+
+
+@dataclass(frozen=True)
+class Param:
+    default: Any
+    description: str
+    bounds: Bounds = None
+    read_only: bool = True
+    """Most parameters shape a node at start; those a node re-reads at run time say so."""
+
+
+Table = Mapping[str, Param]
 
 
 def descriptor(description: str, bounds: Bounds = None, *, read_only: bool = False,
@@ -32,7 +45,12 @@ def descriptor(description: str, bounds: Bounds = None, *, read_only: bool = Fal
     return desc
 
 
-def declare_parameters(node: Node, table: Table, *, read_only: bool = False) -> None:
-    """Declare every `name: (default, description, bounds)` of `table` on `node`, in order."""
-    for name, (default, description, bounds) in table.items():
-        node.declare_parameter(name, default, descriptor(description, bounds, read_only=read_only))
+def declare_parameters(node: Node, table: Table) -> None:
+    """Declare every parameter of `table` on `node`, in order."""
+    for name, p in table.items():
+        node.declare_parameter(name, p.default, descriptor(p.description, p.bounds, read_only=p.read_only))
+
+
+def values(node: Node, table: Table) -> dict[str, Any]:
+    """The node's current value of every parameter in `table`."""
+    return {name: node.get_parameter(name).value for name in table}

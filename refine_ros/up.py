@@ -110,14 +110,14 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
             params[node][param] = value
 
     if options.max_steps is not None:
-        put("learner_node", "max_steps", int(options.max_steps))
+        put("analysis_node", "max_steps", int(options.max_steps))
     if options.transcript is not None:
         put("analysis_node", "transcript", str(options.transcript))
     for arg, value in (("run_dir", options.run_dir), ("analyst", options.analyst), ("rounds", options.rounds),
                        ("episodes", options.episodes)):
         if value is not None and arg not in declared:  # a profile without the argument still gets it
-            target = {"analyst": ("analysis_node",), "episodes": ("learner_node",),
-                      "rounds": ("learner_node", "analysis_node"),
+            target = {"analyst": ("analysis_node",), "episodes": ("analysis_node",),
+                      "rounds": ("analysis_node",),
                       "run_dir": ("learner_node", "analysis_node", "rollout_logger")}[arg]
             for node in target:
                 put(node, arg, str(value) if isinstance(value, Path) else value)
@@ -256,7 +256,7 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
         nodes = start_nodes(resolved, context)
         spinner = _Spinner(nodes, context)
         spinner.start()
-        analysis = next((n for n in nodes if hasattr(n, "finished") and hasattr(n, "rounds")), None)
+        analysis = next((n for n in nodes if n.get_name() == "analysis_node"), None)
         rounds = int(_param(resolved, "analysis_node", "rounds", 0) or 0)
         deadline = None if options.timeout_s is None else time.monotonic() + float(options.timeout_s)
         bar = tqdm(total=rounds or None, desc=f"refine up {profile}", unit="round")
@@ -264,8 +264,8 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
             while True:
                 if analysis is not None:
                     stopped = analysis.finished.wait(0.5)
-                    if len(analysis.rounds) > bar.n:
-                        bar.update(len(analysis.rounds) - bar.n)
+                    if analysis.rounds_done > bar.n:
+                        bar.update(analysis.rounds_done - bar.n)
                     if stopped:
                         break
                 else:
@@ -276,9 +276,6 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
                     break
         finally:
             bar.close()
-        learner = next((n for n in nodes if hasattr(n, "stopped") and hasattr(n, "plan")), None)
-        if code == EXIT_STOPPED and learner is not None:
-            learner.stopped.wait(5.0)  # the learner saw the stop before its DDS peers go away
         if analysis is not None and analysis.finished.is_set():
             print(_summary(analysis), flush=True)
     except KeyboardInterrupt:
@@ -304,10 +301,13 @@ def _param(profile: Profile, node: str, name: str, default: Any) -> Any:
 
 
 def _summary(analysis: Any) -> str:
-    best = analysis.best
-    lines = [f"[refine] run {analysis.run_id}: {len(analysis.rounds)} round(s); {analysis.stop_reason}"]
+    result = analysis.result
+    if result is None:
+        return f"[refine] the run ended without a result: {analysis.stop_reason}"
+    best = result.best
+    lines = [f"[refine] run {result.run_id}: {len(result.rounds)} round(s); {analysis.stop_reason}"]
     if best is not None:
-        metric = analysis.spec.metric
+        metric = analysis.task.spec.metric
         sel = best.metrics.get("selection", {}).get("metric_mean", math.nan)
         ev = best.metrics.get("eval", {})
         lines.append(f"[refine] best round {best.round}: {metric.name} {sel:.4g} (selection)"

@@ -18,16 +18,15 @@ from refine_core.analyst.factory import make_analyst
 from refine_core.analyst.offline import OfflineAnalyst
 from refine_core.analyst.offline.catalogue import render
 from refine_core.cli import main
-from refine_core.loop import refine
+from refine_core.loop import RefineConfig, refine
 from refine_core.policy.programs import starter_program
-from refine_core.stages import LoopConfig
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
 
 
-def small(**kw) -> LoopConfig:
+def small(**kw) -> RefineConfig:
     base = dict(diagnostic_episodes=1, selection_episodes=1, eval_episodes=1, verbose=False)
-    return LoopConfig(**{**base, **kw})
+    return RefineConfig(**{**base, **kw})
 
 
 def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path, capsys):
@@ -46,7 +45,8 @@ def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path, capsys)
         assert analyses and analyses[0]["status"] == "ok" and "CHECK" in analyses[0]["stdout"]
         steps = db.load_steps(result.run_id, round=r["round"], kind="diagnostic")
         assert len(steps) > 0 and any(c.startswith("latent_") for c in steps.columns)
-        assert {"mean_dx", "act_dx", "expert_dx", "next_handle_x"} <= set(steps.columns)
+        assert {"mean_dx", "act_dx", "next_handle_x"} <= set(steps.columns)
+        assert not any(c.startswith("expert_") for c in steps.columns), "no privileged columns by default"
         kinds = set(db.episodes(result.run_id, r["round"])["kind"])
         assert kinds == {"diagnostic", "selection", "eval"}
     run = db.run(result.run_id)
@@ -82,7 +82,7 @@ class BrokenFirst(Analyst):
         self.inner = OfflineAnalyst()
         self.repair_requests = []
 
-    def generate(self, spec, *, failed_program=None, error=None):
+    def generate(self, spec, *, failed_program=None, error=None, context=None):
         if error is not None:
             self.repair_requests.append(error)
         if self.bad:
@@ -92,8 +92,8 @@ class BrokenFirst(Analyst):
     def diagnose(self, spec, program, schema):
         return self.inner.diagnose(spec, program, schema)
 
-    def revise(self, spec, program, diagnostics, results, *, history=None):
-        return self.inner.revise(spec, program, diagnostics, results, history=history)
+    def revise(self, spec, program, results, *, conversation=None):
+        return self.inner.revise(spec, program, results, conversation=conversation)
 
 
 def test_failed_builds_are_sent_back_and_regenerated(tmp_path):

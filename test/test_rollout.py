@@ -13,7 +13,7 @@ from refine_core.policy.contract import build_policy, validate_policy
 from refine_core.policy.programs import starter_program
 from refine_core.rollout.demo import Demonstration, record_demonstration
 from refine_core.rollout.runner import run_episode, run_episodes
-from refine_core.rollout.table import ID_COLUMNS, table_columns
+from refine_core.rollout.schema import ID_COLUMNS, RolloutSchema
 from refine_core.store import RunDatabase
 from refine_core.tasks.registry import get_task
 
@@ -40,10 +40,10 @@ def test_rollout_table_has_every_semantic_column(task):
     spec = task.spec
     _, policy, schema = _starter(task)
     ids = {"run_id": 3, "round": 1, "kind": "diagnostic", "episode": 4}
-    result = run_episode(task, policy, 200, mode="sample", ids=ids, max_steps=30)
+    result = run_episode(task, policy, 200, mode="sample", ids=ids, max_steps=30, label_expert=True)
     table = result.table
     assert result.error is None and result.summary["steps"] == 30 and len(table) == 30
-    assert list(table.columns) == table_columns(spec, schema.keys)
+    assert list(table.columns) == RolloutSchema.for_task(spec, schema.keys, expert=True).columns
     obs = list(spec.observation_columns)
     assert set(obs) <= set(table.columns)
     assert schema.weights and schema.latents

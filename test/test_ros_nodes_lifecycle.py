@@ -17,13 +17,12 @@ from std_srvs.srv import Trigger
 from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.programs import starter_program
 from refine_core.store.db import RunDatabase
-from refine_ros import qos
+from refine_ros import protocol, qos
 from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
 from refine_ros.nodes.learner_node import LearnerNode
-from refine_ros.round_protocol import program_payload
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
@@ -53,12 +52,11 @@ class Spin:
 
 
 class Listener(Node):
-    def __init__(self, context, topic: str) -> None:
+    def __init__(self, context, topic: str, profile=qos.LATCHED) -> None:
         super().__init__("lifecycle_listener", context=context)
         self.messages: list[dict] = []
         self.arrived = threading.Event()
-        self.create_subscription(String, topic, self._on, qos.LATCHED)
-        self.pub_program = self.create_publisher(String, "refine/program", qos.LATCHED)
+        self.create_subscription(String, topic, self._on, profile)
 
     def _on(self, msg: String) -> None:
         self.messages.append(json.loads(msg.data))
@@ -72,118 +70,132 @@ def _declared(node: Node, names) -> None:
         assert descriptor.description, f"{name} has no description"
 
 
+def _record_demo(run_dir) -> int:
+    from refine_core.rollout.demo import record_demonstration
+    from refine_core.tasks.registry import get_task
+
+    with RunDatabase(run_dir) as db:
+        run_id = db.create_run("door_open")
+        record_demonstration(get_task("door_open"), max_steps=60).save(db, run_id)
+    return run_id
+
+
+def _request(listener, topic: str, payload: dict) -> None:
+    publisher = listener.create_publisher(String, topic, qos.REQUEST)
+    publisher.publish(pack_json(payload))
+    listener.keep = getattr(listener, "keep", []) + [publisher]  # latched: the publisher must live on
+
+
 def test_learner_declares_parameters_and_shuts_down(context, run_dir):
-    node = LearnerNode(context=context, parameter_overrides=[
-        Parameter("run_dir", value=str(run_dir)), Parameter("max_steps", value=25),
-        Parameter("episodes", value=1), Parameter("selection_episodes", value=2),
-        Parameter("eval_episodes", value=0),
-    ])
+    node = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
     try:
-        expected = {"task", "run_dir", "episodes", "selection_episodes", "eval_episodes", "action_mode",
-                    "max_steps", "fit_timeout", "rounds"}
-        assert expected <= set(LEARNER_PARAMETERS)
+        assert set(LEARNER_PARAMETERS) == {"task", "run_dir", "fit_timeout", "episode_timeout", "sim_node",
+                                           "reset_service", "wait_for_confirmation", "confirmation_timeout"}
         _declared(node, LEARNER_PARAMETERS)
-        assert node.describe_parameter("max_steps").integer_range[0].to_value >= 500
         assert node.describe_parameter("fit_timeout").floating_point_range
-        assert node.limit == 25
-        assert [(e.kind, e.seed) for e in node.plan] == [("diagnostic", 200), ("selection", 100), ("selection", 101)]
-        assert [e.counter for e in node.plan] == [0, 1, 2]
+        assert node.describe_parameter("task").read_only
     finally:
         node.destroy_node()
     assert not node._thread.is_alive()
 
 
-def test_learner_refuses_a_bad_action_mode(context, run_dir):
+def test_analysis_node_refuses_a_bad_action_mode(context, run_dir):
     with pytest.raises(ValueError, match="action_mode"):
-        LearnerNode(context=context, parameter_overrides=[Parameter("action_mode", value="greedy")])
+        AnalysisNode(context=context, parameter_overrides=[
+            Parameter("run_dir", value=str(run_dir)), Parameter("action_mode", value="greedy")])
 
 
-def test_learner_reports_a_bad_program_and_survives_garbage(context, run_dir):
+def test_learner_fits_what_it_is_asked_and_survives_garbage(context, run_dir):
     """A program that breaks the contract comes back as a failed fit with the error text; a
-    malformed message is ignored; a program with weights is built without a fit."""
-    learner = LearnerNode(context=context, parameter_overrides=[
-        Parameter("run_dir", value=str(run_dir)), Parameter("episodes", value=0),
-        Parameter("selection_episodes", value=0), Parameter("eval_episodes", value=0),
-    ])
-    listener = Listener(context, "refine/fit_result")
+    malformed request is ignored; the starter is fitted on the run's demonstration."""
+    run_id = _record_demo(run_dir)
+    learner = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
+    listener = Listener(context, protocol.FIT_RESULT, qos.REQUEST)
     spin = Spin(context, learner, listener)
     try:
-        listener.pub_program.publish(String(data="{not json"))
-        bad = "import os\nclass OpenDoorPolicy:\n    pass\n"
-        listener.pub_program.publish(pack_json(program_payload(0, "program", bad, bundle=PolicyBundle(bad, {}))))
+        garbage = listener.create_publisher(String, protocol.FIT_REQUEST, qos.REQUEST)
+        garbage.publish(String(data="{not json"))
+        _request(listener, protocol.FIT_REQUEST,
+                 protocol.fit_request(1, run_id, "import os\nclass OpenDoorPolicy:\n    pass\n"))
         assert listener.arrived.wait(60), "no fit result for the bad program"
-        first = listener.messages[0]
-        assert first["ok"] is False and first["round"] == 0 and first["error"]
+        first = listener.messages[-1]
+        assert first["ok"] is False and first["request"] == 1 and "os" in first["error"]
         listener.arrived.clear()
-        source = starter_program("door_open")
-        listener.pub_program.publish(pack_json(program_payload(1, "program", source, bundle=PolicyBundle(source, {}))))
-        assert listener.arrived.wait(60), "no fit result for the starter program"
-        second = [m for m in listener.messages if m["round"] == 1][0]
-        assert second["ok"] is True and second["bundle_b64"]
+        _request(listener, protocol.FIT_REQUEST, protocol.fit_request(2, run_id, starter_program("door_open")))
+        assert listener.arrived.wait(120), "no fit result for the starter program"
+        second = [m for m in listener.messages if m["request"] == 2][0]
+        assert second["ok"] is True and second["bundle_b64"] and second["report"]["epochs"] > 0
         assert second["info_schema"]["latents"], "the starter program's latents are reported"
-        assert learner.runner is not None and learner.runner.columns[0] == "mean_dx"
+        assert protocol.decode_bundle(second["bundle_b64"]).weights, "the fitted weights travel as arrays"
     finally:
         spin.stop()
         learner.destroy_node()
         listener.destroy_node()
 
 
-def test_analysis_node_opens_the_run_and_publishes_the_zero_shot_program(context, run_dir):
+def test_analysis_node_runs_refine_and_asks_the_learner_to_fit_the_zero_shot_program(context, run_dir):
     node = AnalysisNode(context=context, parameter_overrides=[
-        Parameter("run_dir", value=str(run_dir)), Parameter("rounds", value=2),
-    ])
-    listener = Listener(context, "refine/program")
+        Parameter("run_dir", value=str(run_dir)), Parameter("rounds", value=2)])
+    listener = Listener(context, protocol.FIT_REQUEST, qos.REQUEST)
     spin = Spin(context, node, listener)
     try:
-        expected = {"task", "run_dir", "analyst", "transcript", "rounds", "max_attempts", "max_test_requests"}
+        expected = {"task", "run_dir", "analyst", "transcript", "rounds", "max_attempts", "max_test_requests",
+                    "episodes", "selection_episodes", "eval_episodes", "max_steps", "expert_labels"}
         assert expected <= set(ANALYSIS_PARAMETERS)
         _declared(node, ANALYSIS_PARAMETERS)
-        assert listener.arrived.wait(120), "no program published"
-        program = listener.messages[-1]
-        assert program["kind"] == "program" and program["round"] == 0 and "OpenDoorPolicy" in program["source"]
-        assert program["run_id"] == node.run_id
+        assert node.describe_parameter("max_test_requests").integer_range[0].from_value == 0
+        assert listener.arrived.wait(120), "no fit request"
+        request = listener.messages[-1]
+        assert "OpenDoorPolicy" in request["program"]
         with RunDatabase(run_dir) as db:
-            assert db.latest_run()["id"] == node.run_id
-            assert db.load_demonstration(node.run_id) is not None
+            assert db.latest_run()["id"] == request["run_id"]
+            assert db.load_demonstration(request["run_id"]) is not None
     finally:
         spin.stop()
         node.destroy_node()
         listener.destroy_node()
     assert not node._thread.is_alive()
+    assert node.finished.is_set() and "shutting down" in node.stop_reason
+
+
+class FailingLearner(Node):
+    """Answers every fit request with an error, as a learner whose sandbox refuses a program."""
+
+    def __init__(self, context) -> None:
+        super().__init__("learner_node", context=context)
+        self.requests: list[dict] = []
+        self.pub = self.create_publisher(String, protocol.FIT_RESULT, qos.REQUEST)
+        self.create_subscription(String, protocol.FIT_REQUEST, self._on, qos.REQUEST)
+
+    def _on(self, msg: String) -> None:
+        request = json.loads(msg.data)
+        self.requests.append(request)
+        self.pub.publish(pack_json(protocol.fit_result(request["request"], error=f"boom {len(self.requests)}")))
 
 
 @pytest.mark.parametrize("max_attempts", [1, 2])
 def test_analysis_node_regenerates_after_a_failed_fit_then_gives_up(context, run_dir, max_attempts):
-    """A failed fit is sent back to the analyst with its error (a new attempt of the same
-    round); when the attempts are used up the round is recorded as failed and the run stops."""
-    from refine_ros.round_protocol import fit_payload
-
+    """refine() sends a failed fit back to the analyst (a new attempt of the same round); when
+    the attempts are used up the round is recorded as failed and the node finishes."""
     node = AnalysisNode(context=context, parameter_overrides=[
         Parameter("run_dir", value=str(run_dir)), Parameter("max_attempts", value=max_attempts)])
-    listener = Listener(context, "refine/program")
-    fit_pub = listener.create_publisher(String, "refine/fit_result", qos.LATCHED)
-    spin = Spin(context, node, listener)
+    learner = FailingLearner(context)
+    spin = Spin(context, node, learner)
     try:
-        assert listener.arrived.wait(120), "no zero-shot program"
-        for attempt in range(1, max_attempts + 1):
-            listener.arrived.clear()
-            fit_pub.publish(pack_json(fit_payload(0, attempt, run_id=node.run_id, error=f"boom {attempt}")))
-            assert listener.arrived.wait(60), f"no answer to failed attempt {attempt}"
-            last = listener.messages[-1]
-            if attempt < max_attempts:
-                assert (last["kind"], last["round"], last["attempt"]) == ("program", 0, attempt + 1)
-        assert last["kind"] == "stop" and "boom" in last["reason"]
-        assert node.finished.wait(10)
+        assert node.finished.wait(180), "the run did not end"
+        assert len(learner.requests) == max_attempts
         with RunDatabase(run_dir) as db:
-            rounds = db.rounds(node.run_id)
+            run_id = db.latest_run()["id"]
+            rounds = db.rounds(run_id)
             assert [(r["round"], r["status"]) for r in rounds] == [(0, "failed")]
             assert f"boom {max_attempts}" in rounds[0]["error"]
             assert len(rounds[0]["fit_report"]["attempts"]) == max_attempts
-            assert db.run(node.run_id)["status"] == "finished"
+            assert db.run(run_id)["status"] == "finished"
+        assert "no program could be fitted" in node.stop_reason
     finally:
         spin.stop()
         node.destroy_node()
-        listener.destroy_node()
+        learner.destroy_node()
 
 
 def test_analysis_node_refuses_an_unknown_analyst(context, run_dir):
@@ -192,48 +204,50 @@ def test_analysis_node_refuses_an_unknown_analyst(context, run_dir):
             Parameter("run_dir", value=str(run_dir)), Parameter("analyst", value="oracle")])
 
 
+def test_analysis_node_refuses_rl_on_a_robot(context, run_dir):
+    with pytest.raises(ValueError, match="simulator"):
+        AnalysisNode(context=context, parameter_overrides=[
+            Parameter("run_dir", value=str(run_dir)), Parameter("demonstration", value="recorded"),
+            Parameter("rl_resets", value=40)])
+
+
 # ------------------------------------------------------------------------- the protocol, no DDS
-def test_program_payloads_are_validated():
-    from refine_ros.round_protocol import ProtocolError, parse_program
+def test_rollout_requests_round_trip_and_are_validated():
+    from refine_core.rollout.plan import PlannedEpisode
 
-    ok = parse_program(program_payload(3, "program", "class OpenDoorPolicy: ...", run_id=7))
-    assert (ok["round"], ok["attempt"], ok["run_id"]) == (3, 1, 7)
-    assert parse_program({"round": 1, "kind": "stop"})["reason"] == ""
-    for bad in ([], {"kind": "program"}, {"round": "1", "kind": "stop"}, {"round": True, "kind": "stop"},
-                {"round": 1, "kind": "maybe"}, {"round": 1, "kind": "program"}):
-        with pytest.raises(ProtocolError):
-            parse_program(bad)
-    with pytest.raises(ProtocolError):
-        program_payload(0, "pause")
+    plan = [PlannedEpisode("diagnostic", 0, 200), PlannedEpisode("selection", 0, 100)]
+    bundle = PolicyBundle("src", {})
+    payload = json.loads(json.dumps(protocol.rollout_request(5, 2, 3, bundle, plan, mode="mean", max_steps=None)))
+    parsed = protocol.parse_rollout_request(payload)
+    assert parsed["plan"] == plan and parsed["max_steps"] == 0 and parsed["expert_labels"] is False
+    for field in ("plan", "bundle_b64", "round"):
+        broken = dict(payload)
+        broken.pop(field)
+        with pytest.raises(protocol.ProtocolError, match=field):
+            protocol.parse_rollout_request(broken)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_rollout_request({**payload, "plan": [{"kind": "eval", "index": "0", "seed": 1}]})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_rollout_request({**payload, "round": True})
 
 
-def test_fit_payloads_carry_weights_as_plain_arrays():
+def test_fit_results_carry_weights_as_plain_arrays():
     import numpy as np
 
-    from refine_ros.round_protocol import ProtocolError, decode_bundle, fit_payload, parse_fit
-
     bundle = PolicyBundle("src", {"w": np.arange(3.0)})
-    payload = parse_fit(json.loads(json.dumps(fit_payload(0, 2, run_id=1, error=None, bundle=bundle))))
-    back = decode_bundle(payload["bundle_b64"])
+    payload = protocol.parse_fit_result(json.loads(json.dumps(protocol.fit_result(4, error=None, bundle=bundle))))
+    back = protocol.decode_bundle(payload["bundle_b64"])
     assert back.source == "src" and back.weights["w"].tolist() == [0.0, 1.0, 2.0]
-    assert parse_fit(fit_payload(0, 1, run_id=1, error="boom"))["ok"] is False
-    with pytest.raises(ProtocolError):
-        parse_fit({"round": 0, "attempt": 1, "ok": True})
-    with pytest.raises(ProtocolError):
-        decode_bundle("***not base64***")
+    assert protocol.parse_fit_result(protocol.fit_result(1, error="boom"))["ok"] is False
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_fit_result({"request": 0, "ok": True})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode_bundle("***not base64***")
 
 
-def test_episode_plan_follows_the_task_seeds():
-    from refine_core.tasks.registry import get_task
-    from refine_ros.round_protocol import episode_plan
-
-    spec = get_task("door_open").spec
-    plan = episode_plan(spec, 2, 1, 3)
-    assert [(e.kind, e.index, e.seed) for e in plan] == [
-        ("diagnostic", 0, 200), ("diagnostic", 1, 201), ("selection", 0, 100),
-        ("eval", 0, 1000), ("eval", 1, 1001), ("eval", 2, 1002)]
-    assert [e.counter for e in plan] == list(range(6))
-    assert episode_plan(spec, 0, 0, 0) == []
+def test_episode_counters_never_repeat_across_rounds_and_are_never_zero():
+    counters = [protocol.episode_counter(r, i) for r in range(4) for i in range(15)]
+    assert len(set(counters)) == len(counters) and min(counters) >= 1
 
 
 # ------------------------------------------------------------------------- a real robot: operator confirmation
@@ -253,11 +267,12 @@ class FakeArm(Node):
         self.lock = threading.Lock()
         self.starts: list[dict] = []
         self.round_done = threading.Event()
-        self.pub_obs = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
-        self.pub_program = self.create_publisher(String, "refine/program", qos.LATCHED)
+        self.pub_obs = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+        self.pub_request = self.create_publisher(String, protocol.ROLLOUT_REQUEST, qos.REQUEST)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
-        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
-        self.create_subscription(String, "refine/round_complete", lambda _m: self.round_done.set(), qos.LATCHED)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
+        self.create_subscription(String, protocol.ROLLOUT_RESULT, self._on_result, qos.REQUEST)
+        self.results: list[dict] = []
         self.confirm = self.create_client(Trigger, "safety/confirm_episode")
         self.create_timer(0.02, self._tick)
 
@@ -271,6 +286,18 @@ class FakeArm(Node):
     def _on_action(self, msg: Float64MultiArray) -> None:
         with self.lock:
             self.actions.append((int(msg.data[0]), int(msg.data[1])))
+
+    def _on_result(self, msg: String) -> None:
+        self.results.append(json.loads(msg.data))
+        self.round_done.set()
+
+    def request_round(self, steps: int, kinds: tuple[str, ...]) -> None:
+        from refine_core.rollout.plan import PlannedEpisode
+
+        source = starter_program("door_open")
+        plan = [PlannedEpisode(kind, 0, 200 + i) for i, kind in enumerate(kinds)]
+        self.pub_request.publish(pack_json(protocol.rollout_request(
+            1, 1, 0, PolicyBundle(source, {}), plan, mode="mean", max_steps=steps)))
 
     def _tick(self) -> None:
         obs = [0.0] * self.width
@@ -303,9 +330,7 @@ def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_
 
     steps = 8
     learner = LearnerNode(context=context, parameter_overrides=[
-        Parameter("run_dir", value=str(run_dir)), Parameter("max_steps", value=steps),
-        Parameter("episodes", value=1), Parameter("selection_episodes", value=1),
-        Parameter("eval_episodes", value=0), Parameter("sim_node", value=""),
+        Parameter("run_dir", value=str(run_dir)), Parameter("sim_node", value=""),
         Parameter("reset_service", value=""), Parameter("wait_for_confirmation", value=True),
         Parameter("confirmation_timeout", value=60.0),
     ])
@@ -314,13 +339,8 @@ def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_
     spin = Spin(context, learner, safety, arm)
     try:
         assert learner.param_client is None and learner.reset_client is None, "no sim services on a robot"
-        source = starter_program("door_open")
-        arm.pub_program.publish(pack_json(program_payload(0, "program", source, bundle=PolicyBundle(source, {}))))
-        deadline = time.monotonic() + 60
-        while learner.runner is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert learner.runner is not None, "the learner never built the policy"
-        time.sleep(1.5)  # observations flow, the safety node holds: the learner must not act
+        arm.request_round(steps, ("diagnostic", "selection"))
+        time.sleep(3.0)  # the request arrived, observations flow, the safety node holds: no action yet
         assert arm.count() == 0 and not arm.starts, "acted before the operator confirmed"
         # no policy command yet: the safety node holds the arm (its watchdog reports "stale")
         assert learner.safety_state in ("stale", "unconfirmed"), learner.safety_state
@@ -338,6 +358,7 @@ def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_
         assert arm.count() == steps and len(arm.starts) == 1, "the next episode started unconfirmed"
         _confirm(arm)
         assert arm.round_done.wait(20), "the round did not complete after the second confirmation"
+        assert [e["steps"] for e in arm.results[-1]["episodes"]] == [steps, steps]
         second = arm.starts[1]
         assert (second["kind"], second["index"]) == ("selection", 0)
         assert [s for e, s in arm.actions if e == second["episode"]] == list(range(steps))
@@ -351,9 +372,7 @@ def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_
 
 def test_a_confirmation_that_never_comes_fails_the_episode_and_shutdown_ends_the_wait(context, run_dir):
     learner = LearnerNode(context=context, parameter_overrides=[
-        Parameter("run_dir", value=str(run_dir)), Parameter("max_steps", value=5),
-        Parameter("episodes", value=1), Parameter("selection_episodes", value=0),
-        Parameter("eval_episodes", value=0), Parameter("sim_node", value=""),
+        Parameter("run_dir", value=str(run_dir)), Parameter("sim_node", value=""),
         Parameter("reset_service", value=""), Parameter("wait_for_confirmation", value=True),
         Parameter("confirmation_timeout", value=1.0),
     ])
@@ -361,10 +380,11 @@ def test_a_confirmation_that_never_comes_fails_the_episode_and_shutdown_ends_the
     spin = Spin(context, learner, arm)
     try:
         _declared(learner, ["wait_for_confirmation", "confirmation_timeout"])
-        source = starter_program("door_open")
-        arm.pub_program.publish(pack_json(program_payload(0, "program", source, bundle=PolicyBundle(source, {}))))
+        arm.request_round(5, ("diagnostic",))
         assert arm.round_done.wait(60), "a missing confirmation must end the episode, not hang the round"
         assert arm.count() == 0
+        (episode,) = arm.results[-1]["episodes"]
+        assert "did not confirm" in episode["error"] and episode["steps"] == 0
         assert learner.safety_state.startswith("no safety/status"), "no safety node ran"
     finally:
         spin.stop()
@@ -391,7 +411,7 @@ class FakeArmDriver(Node):
         self.pub_handle = self.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
         self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_hardware, qos.COMMAND)
         self.create_subscription(Float64, "/gripper_command", self._on_hardware, qos.COMMAND)
-        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
         self.confirm = self.create_client(Trigger, "safety/confirm_episode")
         self._pose, self._joints = PoseStamped, JointState
         self.create_timer(0.01, self._tick)
@@ -428,8 +448,9 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir):
     from refine_ros.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile
 
     options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200)
-    learner = plan_profile("arm_real", options).node("learner_node").parameters
-    assert (learner["episodes"], learner["selection_episodes"], learner["eval_episodes"]) == (1, 1, 0)
+    analysis = plan_profile("arm_real", options).node("analysis_node").parameters
+    assert (analysis["episodes"], analysis["selection_episodes"], analysis["eval_episodes"]) == (1, 1, 0)
+    _record_demo(run_dir)  # stands in for a teleoperated demonstration recorded on the arm
     driver = FakeArmDriver(context)
     spin = Spin(context, driver)
     result: list[int] = []

@@ -1,6 +1,6 @@
 """`refine up door_sim` end to end over real DDS on loopback: sim -> learner -> logger ->
-analysis -> new program -> refit -> next round, and the database holds what `refine run`
-would write. Also the profile planning of `refine up` and the action-latency benchmark."""
+analysis -> new program -> refit -> next round, run by refine_core's own `refine()`. Also the
+profile planning of `refine up` and the action-latency benchmark."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import sqlite3
 
 import pytest
 
-from refine_core import stages
-from refine_core.policy.contract import InfoSchema
+import refine_core.loop
+from refine_core.rollout.schema import RolloutSchema
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
 from refine_ros.bringup import ProfileError
 from refine_ros.up import EXIT_STOPPED, UpOptions, parse_set, plan_profile, run_profile
 
 MAX_STEPS = 30
-TINY = ["learner_node.selection_episodes=1", "learner_node.eval_episodes=1", "sim_node.publish_markers=false"]
+TINY = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1", "sim_node.publish_markers=false"]
 
 
 # ------------------------------------------------------------------------- planning (no DDS)
@@ -25,9 +25,11 @@ def test_options_reach_the_node_parameters(tmp_path):
     profile = plan_profile("door_sim", UpOptions(run_dir=tmp_path, analyst="replay", transcript=tmp_path / "t.jsonl",
                                                  rounds=4, episodes=1, max_steps=MAX_STEPS, sets=TINY))
     learner, analysis = profile.node("learner_node"), profile.node("analysis_node")
-    assert learner.parameters["max_steps"] == MAX_STEPS and learner.parameters["episodes"] == 1
-    assert learner.parameters["selection_episodes"] == 1 and learner.parameters["run_dir"] == str(tmp_path)
+    assert analysis.parameters["max_steps"] == MAX_STEPS and analysis.parameters["episodes"] == 1
+    assert analysis.parameters["selection_episodes"] == 1 and learner.parameters["run_dir"] == str(tmp_path)
     assert analysis.parameters["rounds"] == 4 and analysis.parameters["analyst"] == "replay"
+    assert "rounds" not in learner.parameters and "episodes" not in learner.parameters, \
+        "the method's settings have one home: the analysis node that runs refine()"
     assert analysis.parameters["transcript"] == str(tmp_path / "t.jsonl")
     assert profile.node("rollout_logger").parameters["run_dir"] == str(tmp_path)
     assert profile.node("sim_node").parameters["publish_markers"] is False
@@ -55,18 +57,29 @@ def test_set_on_an_unknown_node_is_a_profile_error(tmp_path):
 # ------------------------------------------------------------------------- the round trip
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
+    """Two rounds through the graph, with refine_core's inner loop watched: the analysis node
+    must reach it through `refine_core.loop.refine`, the only implementation of the method."""
     run_dir = tmp_path_factory.mktemp("up") / "run"
     options = UpOptions(run_dir=run_dir, analyst="offline", rounds=2, episodes=1, max_steps=MAX_STEPS,
                         sets=TINY, timeout_s=400)
-    code = run_profile("door_sim", options)
-    return run_dir, code
+    inner_loop_rounds = []
+    original = refine_core.loop.diagnose_and_revise
+
+    def watched(run, program, diagnostics, rollouts):
+        inner_loop_rounds.append(len(rollouts.diagnostic))
+        return original(run, program, diagnostics, rollouts)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(refine_core.loop, "diagnose_and_revise", watched)
+        code = run_profile("door_sim", options)
+    return run_dir, code, inner_loop_rounds
 
 
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(500)
 def test_two_rounds_over_dds_fill_the_database(finished_run):
-    run_dir, code = finished_run
+    run_dir, code, _ = finished_run
     assert code == EXIT_STOPPED
     spec = get_task("door_open").spec
     with RunDatabase(run_dir, create=False) as db:
@@ -83,10 +96,9 @@ def test_two_rounds_over_dds_fill_the_database(finished_run):
             steps = db.load_steps(run["id"], r["round"], kind="diagnostic")
             assert list(steps["step"]) == list(range(MAX_STEPS))
             info = r["info_schema"]
-            schema = stages.table_schema(spec, InfoSchema(tuple(info["weights"]), tuple(info["latents"])))
-            missing = set(schema) - set(steps.columns)
-            assert not missing, f"round {r['round']} steps lack {sorted(missing)}"
-            for column in ("act_dx", "mean_gripper", "expert_dz", "next_handle_x", info["latents"][0]):
+            schema = RolloutSchema.for_task(spec, (*info["weights"], *info["latents"])).columns
+            assert set(steps.columns) == set(schema), f"round {r['round']}: the logged table is the schema"
+            for column in ("act_dx", "mean_gripper", "next_handle_x", info["latents"][0]):
                 assert steps[column].notna().all(), column
             episodes = db.episodes(run["id"], r["round"])
             assert sorted(episodes["kind"]) == ["diagnostic", "eval", "selection"]
@@ -103,7 +115,7 @@ def test_two_rounds_over_dds_fill_the_database(finished_run):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_finished_run_is_not_run_again(finished_run):
-    run_dir, _code = finished_run
+    run_dir, _code, _ = finished_run
     before = sqlite3.connect(run_dir / "run.db").execute("SELECT COUNT(*) FROM steps").fetchone()[0]
     code = run_profile("door_sim", UpOptions(run_dir=run_dir, rounds=2, episodes=1, max_steps=MAX_STEPS,
                                              sets=TINY, timeout_s=120))
@@ -161,49 +173,33 @@ def test_a_run_killed_before_a_commit_resumes_without_duplicate_rows(finished_ru
         assert len(db.analyses(run_id, 1)) >= 1
 
 
-# ------------------------------------------------------------------------- same rows as `refine run`
-@pytest.fixture(scope="module")
-def core_run(tmp_path_factory):
-    """The same settings through refine_core.loop.refine, no ROS."""
-    from refine_core.analyst.offline import OfflineAnalyst
-    from refine_core.loop import refine
-
-    run_dir = tmp_path_factory.mktemp("core") / "run"
-    config = stages.LoopConfig(max_rounds=2, diagnostic_episodes=1, selection_episodes=1, eval_episodes=1,
-                               max_steps=MAX_STEPS, verbose=False)
-    with RunDatabase(run_dir) as db:
-        result = refine(get_task("door_open"), OfflineAnalyst(), db, config)
-    return run_dir, result.run_id
-
-
-def _rows(run_dir, run_id) -> tuple[list, dict, dict]:
-    db = sqlite3.connect(run_dir / "run.db")
-    try:
-        rounds = db.execute("SELECT round, status FROM rounds WHERE run_id = ? ORDER BY round", (run_id,)).fetchall()
-        episodes = {(r, k, e): n for r, k, e, n in db.execute(
-            "SELECT round, kind, episode, steps FROM episodes WHERE run_id = ?", (run_id,))}
-        steps = {(r, k, e): n for r, k, e, n in db.execute(
-            "SELECT round, kind, episode, COUNT(*) FROM steps WHERE run_id = ? GROUP BY round, kind, episode",
-            (run_id,))}
-    finally:
-        db.close()
-    return rounds, episodes, steps
-
-
+# ------------------------------------------------------------------------- one implementation
 @pytest.mark.ros
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_the_node_graph_leaves_the_rows_refine_run_leaves(finished_run, core_run):
-    ros_dir, _code = finished_run
-    with RunDatabase(ros_dir, create=False) as db:
-        ros_run = db.latest_run()["id"]
-    ros_rounds, ros_episodes, ros_steps = _rows(ros_dir, ros_run)
-    core_rounds, core_episodes, core_steps = _rows(*core_run)
-    assert ros_rounds == core_rounds == [(0, "committed"), (1, "committed")]
-    assert ros_episodes == core_episodes, "same (round, kind, episode) keys and episode lengths"
-    rounds_only = sorted(key for key in ros_episodes if key[0] is not None)  # round None: the demonstration
+def test_the_node_graph_runs_refine_cores_own_loop(finished_run):
+    """Every round of the graph went through refine_core.loop's inner loop, with the table the
+    logger committed (MAX_STEPS diagnostic rows); there is no second copy of the method."""
+    run_dir, code, inner_loop_rounds = finished_run
+    assert code == EXIT_STOPPED
+    assert inner_loop_rounds == [MAX_STEPS, MAX_STEPS]
+    with RunDatabase(run_dir, create=False) as db:
+        run_id = db.latest_run()["id"]
+        episodes = db.episodes(run_id)
+        assert not db.events(run_id, kind="logger_incomplete"), "the analysis node found every episode it asked for"
+    rounds_only = sorted((int(r), k, int(e)) for r, k, e in episodes[["round", "kind", "episode"]].dropna().itertuples(
+        index=False))
     assert rounds_only == [(r, k, 0) for r in (0, 1) for k in ("diagnostic", "eval", "selection")]
-    assert ros_steps == core_steps, "steps only for the diagnostic episodes, with the same counts"
-    assert {k for r, k, _e in ros_steps if r is not None} == {"diagnostic"}
-    with RunDatabase(ros_dir, create=False) as db:
-        assert not db.events(ros_run, kind="logger_incomplete"), "the analysis node found every episode it asked for"
+
+
+def test_the_analysis_node_has_no_round_logic_of_its_own():
+    """The node wires refine() to the graph; the method's steps appear only in refine_core."""
+    import ast
+    from pathlib import Path
+
+    import refine_ros.nodes.analysis_node as node
+
+    tree = ast.parse(Path(node.__file__).read_text())
+    called = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+              for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert "refine" in called
+    assert not called & {"generate", "diagnose", "revise", "run_diagnostics", "commit_round"}

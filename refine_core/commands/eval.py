@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 
-import numpy as np
-
 from refine_core.cli import UserError
 from refine_core.commands._common import add_run_dir
 
@@ -28,16 +26,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def evaluation_seeds(spec, episodes: int) -> list[int]:
-    """The spec's evaluation seeds, continued upwards when more episodes are asked for."""
-    seeds = list(spec.eval_seeds[:episodes])
-    nxt = max(spec.eval_seeds) + 1
-    while len(seeds) < episodes:
-        seeds.append(nxt)
-        nxt += 1
-    return seeds
-
-
 def _rounds(db, run_id: int, which: str, higher_is_better: bool) -> list[int]:
     committed = [r["round"] for r in db.rounds(run_id, status="committed")]
     if not committed:
@@ -47,7 +35,13 @@ def _rounds(db, run_id: int, which: str, higher_is_better: bool) -> list[int]:
     if which == "last":
         return [committed[-1]]
     if which == "best":
-        return [db.best_round(run_id, higher_is_better=higher_is_better)]
+        from refine_core.store.records import best_committed_round
+
+        best = best_committed_round(db, run_id, higher_is_better)
+        if best is None:
+            raise UserError("no round has a selection metric yet (rounds made by `refine fit` alone); "
+                            "give a round number")
+        return [best]
     try:
         number = int(which)
     except ValueError:
@@ -57,31 +51,12 @@ def _rounds(db, run_id: int, which: str, higher_is_better: bool) -> list[int]:
     return [number]
 
 
-def _stats(values) -> tuple[float, float]:
-    array = np.asarray(values, dtype=float)
-    return float(np.mean(array)), float(np.std(array))
-
-
-def summarise(results) -> dict:
-    """Mean ± std (population) of return and metric, success rate, and failure count."""
-    returns = [r.summary["return"] for r in results]
-    metrics = [r.summary["metric"] for r in results]
-    ret_mean, ret_std = _stats(returns)
-    met_mean, met_std = _stats(metrics)
-    return {
-        "episodes": len(results),
-        "seeds": [r.summary["seed"] for r in results],
-        "return_mean": ret_mean, "return_std": ret_std,
-        "metric_mean": met_mean, "metric_std": met_std,
-        "success_rate": float(np.mean([r.summary["success"] for r in results])),
-        "errors": sum(r.error is not None for r in results),
-    }
-
-
 def run(args) -> int:
     from refine_core.commands.fit import open_run
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.errors import ContractError
+    from refine_core.rollout.metrics import summarise
+    from refine_core.rollout.plan import seeds_for
     from refine_core.rollout.runner import run_episodes
 
     if args.episodes < 1:
@@ -92,7 +67,7 @@ def run(args) -> int:
     with db:
         spec = task.spec
         run_id = run_row["id"]
-        seeds = evaluation_seeds(spec, args.episodes)
+        seeds = seeds_for(spec, "eval", args.episodes)
         for number in _rounds(db, run_id, str(args.round), spec.metric.higher_is_better):
             row = db.round(run_id, number)
             bundle = PolicyBundle(row["program"], row["weights"])
@@ -105,7 +80,7 @@ def run(args) -> int:
             except ContractError as exc:
                 raise UserError(f"round {number}'s program no longer loads: "
                                 f"{str(exc).splitlines()[0]}") from None
-            stats = summarise(results)
+            stats = summarise(r.summary for r in results)
             stats.update(mode=args.mode, rng_seed=args.rng_seed, max_steps=args.max_steps)
             metrics = dict(row["metrics"] or {})
             metrics["eval"] = stats

@@ -22,6 +22,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--transcript", type=Path, help="JSONL transcript for --analyst record/replay")
     add_config_arguments(p)
     p.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round")
+    p.add_argument("--max-test-requests", type=int, default=5,
+                   help="'more tests' answers the analyst may give per round (default 5)")
+    p.add_argument("--expert-labels", action="store_true",
+                   help="relabel rollout states with the scripted expert (expert_* columns): privileged "
+                        "information the published method does not use; off by default")
+    p.add_argument("--rl-resets", type=int, default=0,
+                   help="after refinement, RL on the best round with this many environment resets")
     p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
     p.add_argument("--workers", type=int, default=1, help="local processes for rollouts")
     p.add_argument("--allow-weak-sandbox", action="store_true",
@@ -34,9 +41,9 @@ def run(args) -> int:
     from refine_core.analyst.config import ConfigError, config_from_args
     from refine_core.analyst.factory import default_analyst_name, make_analyst
     from refine_core.analyst.transcript import TranscriptError
-    from refine_core.loop import refine
-    from refine_core.stages import LoopConfig, RunExistsError
+    from refine_core.loop import RefineConfig, refine
     from refine_core.store.db import RunDatabase
+    from refine_core.store.records import RunExistsError
 
     if args.resume and args.run is None:
         raise UserError("--resume needs --run DIR")
@@ -62,14 +69,15 @@ def run(args) -> int:
         analyst = make_analyst(name, config=config, transcript=args.transcript, task=task.spec.name)
     except (ConfigError, TranscriptError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    if not analyst.is_llm:
-        print("[refine] analyst: offline (rule-based, deterministic, no network; not an LLM)")
-    else:
-        print(f"[refine] analyst: {analyst.name}")
+    print(f"[refine] analyst: {analyst_label(analyst)}")
+    if args.expert_labels:
+        print("[refine] expert relabels on: rollout tables carry the scripted expert's actions "
+              "(privileged information; not the published setting)")
 
-    loop_config = LoopConfig(max_rounds=args.rounds, eval_episodes=args.eval_episodes,
-                             max_steps=args.max_steps, workers=args.workers, verbose=not args.quiet,
-                             allow_weak_isolation=args.allow_weak_sandbox)
+    loop_config = RefineConfig(max_rounds=args.rounds, eval_episodes=args.eval_episodes,
+                               max_test_requests=args.max_test_requests, expert_labels=args.expert_labels,
+                               rl_resets=args.rl_resets, max_steps=args.max_steps, workers=args.workers,
+                               verbose=not args.quiet, allow_weak_isolation=args.allow_weak_sandbox)
     try:
         result = refine(task, analyst, db, loop_config, resume=args.resume)
     except (RunExistsError, TranscriptError) as exc:
@@ -84,3 +92,11 @@ def run(args) -> int:
           f" (success {ev.get('success_rate', float('nan')):.0%}); stopped: {result.stop_reason}")
     print(f"run database: {db.path}   report: refine report --run {run_dir}")
     return 0
+
+
+def analyst_label(analyst) -> str:
+    """What a person must know about who wrote the programs before reading any figure."""
+    if analyst.is_llm:
+        return f"{analyst.name} (a language model)"
+    return (f"{analyst.name}: rule-based and deterministic, NOT an LLM; its revisions are pre-written "
+            "programs for the bundled tasks, so its results demonstrate the machinery, not the method")

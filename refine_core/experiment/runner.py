@@ -149,8 +149,7 @@ def refined_program(opts: ExperimentOptions, task: Task, out: Path) -> RefinedPr
     else:
         from refine_core.analyst.config import load_config
         from refine_core.analyst.factory import make_analyst
-        from refine_core.loop import refine
-        from refine_core.stages import LoopConfig
+        from refine_core.loop import RefineConfig, refine
 
         run_dir = out / "refinement"
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +159,7 @@ def refined_program(opts: ExperimentOptions, task: Task, out: Path) -> RefinedPr
             for suffix in ("-wal", "-shm"):
                 Path(str(db_file) + suffix).unlink(missing_ok=True)
         analyst = make_analyst(opts.analyst, config=load_config(), task=task.spec.name)
-        cfg = LoopConfig(max_rounds=opts.rounds, eval_episodes=opts.seeds, max_steps=opts.max_steps,
+        cfg = RefineConfig(max_rounds=opts.rounds, eval_episodes=opts.seeds, max_steps=opts.max_steps,
                          il=opts.il, verbose=False)
         refine(task, analyst, RunDatabase(db_file), cfg)
     return load_refined(RunDatabase(db_file))
@@ -172,13 +171,10 @@ def load_refined(db) -> RefinedProgram:
         raise ValueError(f"{db.path}: the run has no best round to take a program from")
     rounds = db.rounds(run["id"])
     best = next(r for r in rounds if r["round"] == run["best_round"])
-    calls = db.db.execute("select count(*) from llm_calls where run_id = ?", [run["id"]]).fetchone()[0] \
-        if "llm_calls" in db.db.table_names() else 0
+    calls = db.count("llm_calls", run["id"])
     if calls == 0:  # a rule-based analyst makes no LLM calls: count its answers instead
-        analyses = db.db.execute("select count(*) from analyses where run_id = ?", [run["id"]]).fetchone()[0]
-        calls = 1 + sum(1 for r in rounds if r["status"] == "committed") + analyses
-    resets = db.db.execute("select count(*) from episodes where run_id = ? and kind in ('diagnostic', 'selection')",
-                           [run["id"]]).fetchone()[0]
+        calls = 1 + sum(1 for r in rounds if r["status"] == "committed") + db.count("analyses", run["id"])
+    resets = db.count("episodes", run["id"], kinds=["diagnostic", "selection"])
     metrics = []
     for r in rounds:
         m = r.get("metrics") or {}  # decoded by the database

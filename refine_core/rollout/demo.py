@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from refine_core.rollout.runner import run_episode
-from refine_core.rollout.table import act_column
+from refine_core.rollout.schema import RolloutSchema
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.base import Task
 
@@ -66,7 +66,7 @@ def record_demonstration(
     """One expert episode on `seed` (default: the task's demonstration seed)."""
     seed = task.spec.demo_seed if seed is None else int(seed)
     result = run_episode(
-        task, None, seed, mode="mean", label_expert=True, max_steps=max_steps,
+        task, None, seed, mode="mean", label_expert=False, max_steps=max_steps,
         ids={"kind": "demo", "episode": 0},
     )
     if result.error is not None:
@@ -81,7 +81,7 @@ def record_demonstration(
         inp.name: table[list(inp.columns)].to_numpy(np.float32).reshape(len(table), *inp.shape)
         for inp in spec.inputs
     }
-    actions = table[[act_column(a) for a in spec.action_names]].to_numpy(np.float32)
+    actions = table[RolloutSchema.for_task(spec).act()].to_numpy(np.float32)
     rewards = table["reward"].to_numpy(np.float64)
     return Demonstration(
         task=spec.name, seed=seed, inputs=inputs, actions=actions, rewards=rewards,

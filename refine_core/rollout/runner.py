@@ -9,7 +9,6 @@ analyst should see what went wrong.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from tqdm.auto import tqdm
 from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.contract import policy_forward
 from refine_core.policy.distribution import clip_actions, sample_actions, to_batch
+from refine_core.rollout.metrics import episode_summary
 from refine_core.rollout.table import TableBuilder
 from refine_core.tasks.base import Task
 
@@ -96,7 +96,7 @@ def run_episode(
     *,
     mode: str = "sample",
     rng_seed: int = 0,
-    label_expert: bool = True,
+    label_expert: bool = False,
     ids: Mapping[str, Any] | None = None,
     max_steps: int | None = None,
 ) -> EpisodeResult:
@@ -153,21 +153,9 @@ def run_episode(
         if policy is not None:
             policy.train(was_training)
     table = builder.build()
-    summary = _summarise(task, observations, rewards, infos)
+    summary = episode_summary(task, observations, rewards, infos)
     summary.update(seed=int(seed), steps=len(rewards), complete=error is None, error=error)
     return EpisodeResult(table=table, summary=summary, error=error)
-
-
-def _summarise(task: Task, observations, rewards, infos) -> dict[str, Any]:
-    try:
-        return dict(task.episode_summary(observations, rewards, infos))
-    except Exception as exc:  # e.g. an episode cut at step 0 gives the task nothing to summarise
-        return {
-            "return": float(np.sum(rewards)) if rewards else 0.0,
-            "metric": math.nan,
-            "success": 0.0,
-            "summary_error": f"{type(exc).__name__}: {exc}",
-        }
 
 
 def run_episodes(
@@ -178,7 +166,7 @@ def run_episodes(
     workers: int = 1,
     mode: str = "sample",
     rng_seed: int = 0,
-    label_expert: bool = True,
+    label_expert: bool = False,
     ids: Mapping[str, Any] | None = None,
     max_steps: int | None = None,
     episode_start: int = 0,

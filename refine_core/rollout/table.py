@@ -1,16 +1,4 @@
-"""The rollout table: one row per step, named so that diagnostics read like physics.
-
-The column names are the contract between rollouts, the database, the diagnostics an analyst
-writes and the ROS logger, so they are derived here and nowhere else:
-
-    run_id, round, kind, episode, seed, step        ids
-    <observation column>                             every input coordinate (task spec names)
-    latent_* / weight_*                              the program's info values
-    mean_<action>, std_<action>                      the policy's Gaussian (std = sqrt diag cov)
-    act_<action>                                     executed action, after clipping
-    expert_<action>                                  the expert's action on the same state
-    reward, done
-    next_<observation column>                        the observation after the step
+"""The rollout table of one episode: one row per step, named by `rollout.schema.RolloutSchema`.
 
 Rows are collected as per-step arrays and the DataFrame is built once at the end: building
 frames row by row costs more than the simulator.
@@ -18,59 +6,14 @@ frames row by row costs more than the simulator.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from refine_core.rollout.schema import ID_COLUMNS, RolloutSchema
 from refine_core.tasks.spec import TaskSpec
-
-ID_COLUMNS = ("run_id", "round", "kind", "episode", "seed", "step")
-
-
-def mean_column(action: str) -> str:
-    return f"mean_{action}"
-
-
-def std_column(action: str) -> str:
-    return f"std_{action}"
-
-
-def act_column(action: str) -> str:
-    return f"act_{action}"
-
-
-def expert_column(action: str) -> str:
-    return f"expert_{action}"
-
-
-def next_column(observation_column: str) -> str:
-    return f"next_{observation_column}"
-
-
-def table_columns(
-    spec: TaskSpec,
-    info_keys: Sequence[str] = (),
-    *,
-    observation_columns: Sequence[str] | None = None,
-    expert: bool = True,
-) -> list[str]:
-    """The column schema of a rollout table, in order; what an analyst sees before any numbers.
-
-    `info_keys` are the program's `weight_*`/`latent_*` keys (e.g. `InfoSchema.keys`).
-    """
-    obs = list(spec.observation_columns if observation_columns is None else observation_columns)
-    actions = spec.action_names
-    columns = [*ID_COLUMNS, *obs, *info_keys]
-    columns += [mean_column(a) for a in actions]
-    columns += [std_column(a) for a in actions]
-    columns += [act_column(a) for a in actions]
-    if expert:
-        columns += [expert_column(a) for a in actions]
-    columns += ["reward", "done"]
-    columns += [next_column(c) for c in obs]
-    return columns
 
 
 class TableBuilder:
@@ -138,12 +81,16 @@ class TableBuilder:
         self._reward.append(float(reward))
         self._done.append(int(bool(done)))
 
+    def schema(self) -> RolloutSchema:
+        """The schema of the table being built (info keys as the program returned them)."""
+        return RolloutSchema.for_task(self.spec, self._info_keys or (), expert=bool(self._expert))
+
     def build(self) -> pd.DataFrame:
         """The episode's table. Needs one more observation than steps (the final one) for the
         `next_` columns; if the episode stopped early without it, the last row's `next_` values
         are NaN."""
         n = len(self._reward)
-        actions = self.spec.action_names
+        schema = self.schema()
         obs_columns = self._obs_columns or list(self.spec.observation_columns)
         obs = np.full((n + 1, len(obs_columns)), np.nan)
         if self._obs:
@@ -155,24 +102,23 @@ class TableBuilder:
         data["step"] = np.arange(n, dtype=np.int64)
         for j, column in enumerate(obs_columns):
             data[column] = obs[:n, j]
-        info_keys = self._info_keys or []
+        info_keys = list(schema.info_keys)
         info = np.asarray(self._info, dtype=np.float64).reshape(n, len(info_keys))
         for j, key in enumerate(info_keys):
             data[key] = info[:, j]
-        for prefix, rows in (("mean", self._mean), ("std", self._std), ("act", self._act)):
-            block = np.asarray(rows, dtype=np.float64).reshape(n, len(actions))
-            for j, name in enumerate(actions):
-                data[f"{prefix}_{name}"] = block[:, j]
+        width = len(schema.action_names)
+        for names, rows in ((schema.mean(), self._mean), (schema.std(), self._std), (schema.act(), self._act)):
+            block = np.asarray(rows, dtype=np.float64).reshape(n, width)
+            data.update({name: block[:, j] for j, name in enumerate(names)})
         if self._expert:
             if len(self._expert) != n:
                 raise ValueError("expert labels were given for only some steps")
-            block = np.asarray(self._expert, dtype=np.float64).reshape(n, len(actions))
-            for j, name in enumerate(actions):
-                data[expert_column(name)] = block[:, j]
+            block = np.asarray(self._expert, dtype=np.float64).reshape(n, width)
+            data.update({name: block[:, j] for j, name in enumerate(schema.expert_columns())})
         data["reward"] = np.asarray(self._reward, dtype=np.float64)
         data["done"] = np.asarray(self._done, dtype=np.int64)
-        for j, column in enumerate(obs_columns):
-            data[next_column(column)] = obs[1 : n + 1, j]
+        for j, column in enumerate(schema.next_observation()):
+            data[column] = obs[1 : n + 1, j]
         frame = pd.DataFrame(data)
         for key in ("run_id", "round", "episode", "seed"):
             if self.ids[key] is not None:

@@ -474,20 +474,6 @@ class RunDatabase:
         ).fetchone()
         return None if row[0] is None else int(row[0])
 
-    def best_round(self, run_id: int, *, higher_is_better: bool) -> int | None:
-        """The committed round with the best selection metric, else the best eval metric, else
-        the last committed round (NaN never wins)."""
-        order = "DESC" if higher_is_better else "ASC"
-        for column in ("selection_metric", "eval_metric"):
-            row = self.conn.execute(
-                f"SELECT round FROM rounds WHERE run_id = ? AND status = 'committed' "
-                f"AND {column} IS NOT NULL ORDER BY {column} {order}, round LIMIT 1",
-                (run_id,),
-            ).fetchone()
-            if row is not None:
-                return int(row[0])
-        return self.last_committed_round(run_id)
-
     # -- episodes and steps ------------------------------------------------------------------
 
     @staticmethod
@@ -564,6 +550,58 @@ class RunDatabase:
                 "episodes", "run_id = ? AND round IS ? AND kind = ? AND episode = ?",
                 (run_id, round, kind, episode), fields,
             )
+
+    def episode_row(self, run_id: int, round: int | None, kind: str, episode: int) -> dict | None:
+        """One episode's row (None if it was never begun); `complete` is None while it runs."""
+        rows = self._select("SELECT * FROM episodes WHERE run_id = ? AND round IS ? AND kind = ? AND episode = ?",
+                            (run_id, round, kind, episode))
+        return self._decode("episodes", rows[0]) if rows else None
+
+    def reopen_episode(self, run_id: int, round: int | None, kind: str, episode: int) -> bool:
+        """Mark an existing episode as running again (complete NULL) and keep its rows: a
+        restarted logger carries on writing the episode a killed one began. False if the
+        episode was never begun."""
+        return self._update("episodes", "run_id = ? AND round IS ? AND kind = ? AND episode = ?",
+                            (run_id, round, kind, episode), {"complete": None}) > 0
+
+    def set_episode_fields(self, run_id: int, round: int | None, kind: str, episode: int, *,
+                           steps: int | None = None, columns: Sequence[str] | None = None) -> None:
+        """The step count of an episode whose steps are not kept, or the columns it logged."""
+        fields: dict[str, Any] = {}
+        if steps is not None:
+            fields["steps"] = int(steps)
+        if columns is not None:
+            fields["columns"] = to_json(list(columns))
+        self._update("episodes", "run_id = ? AND round IS ? AND kind = ? AND episode = ?",
+                     (run_id, round, kind, episode), fields)
+
+    def last_complete_episode(self) -> tuple[int, int | None, str, int] | None:
+        """(run_id, round, kind, episode) of the most recently begun episode that ended complete."""
+        rows = self._select("SELECT run_id, round, kind, episode FROM episodes WHERE complete = 1 "
+                            "ORDER BY id DESC LIMIT 1")
+        return tuple(rows[0].values()) if rows else None
+
+    def count(self, table: str, run_id: int | None = None, *, kinds: Sequence[str] | None = None,
+              episode: int | None = None, complete: bool | None = None) -> int:
+        """Rows of a run-database table, optionally of one run, of some episode kinds (episodes,
+        steps, events), one episode number (episodes, steps) or completeness (episodes)."""
+        if table not in TABLES or table == "meta":
+            raise ValueError(f"no table {table!r} to count")
+        clauses, params = [], []
+        if run_id is not None:
+            clauses.append("run_id = ?")
+            params.append(run_id)
+        if kinds is not None:
+            clauses.append(f"kind IN ({', '.join('?' for _ in kinds)})")
+            params += list(kinds)
+        if episode is not None:
+            clauses.append("episode = ?")
+            params.append(episode)
+        if complete is not None:
+            clauses.append("complete = ?")
+            params.append(int(complete))
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        return int(self._select(f"SELECT COUNT(*) AS n FROM {_quote(table)}{where}", params)[0]["n"])
 
     def mark_incomplete_episodes(self, run_id: int | None = None) -> int:
         """Flag episodes that were begun but never ended (complete=0); returns how many."""

@@ -24,7 +24,7 @@ from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Bounds, declare_parameters
+from refine_ros.params import Param, declare_parameters
 
 # The simulator's column order is the contract the fitted programs were trained on, so the
 # bridge takes it from the task spec instead of spelling it again.
@@ -46,23 +46,23 @@ def door_observation(current: np.ndarray, previous: np.ndarray, target_xyz: np.n
     return np.concatenate([current, previous, np.asarray(target_xyz, dtype=float)])
 
 
-PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
-    "servo_topic": ("/servo_node/delta_twist_cmds", "TwistStamped command topic of the servo controller", None),
-    "frame_id": ("base_link", "frame of the twist commands and of the pose inputs", None),
-    "max_speed": (0.1, "m/s commanded for a unit action delta", (0.0, 1.0)),
-    "gripper_topic": ("/gripper_command", "std_msgs/Float64 gripper command topic", None),
-    "gripper_open": (1.0, "gripper command sent for action 1 (open)", None),
-    "gripper_closed": (0.0, "gripper command sent for action 0 (closed)", None),
-    "joint_states_topic": ("/joint_states", "sensor_msgs/JointState of the arm and gripper", None),
-    "gripper_joints": (["finger_joint_1", "finger_joint_2"], "joints whose summed positions give the opening", None),
-    "gripper_max_width": (0.08, "summed finger positions when fully open (opening 1)", (1e-4, 1.0)),
-    "ee_pose_topic": ("/ee_pose", "geometry_msgs/PoseStamped of the end effector", None),
-    "handle_pose_topic": ("/handle_pose", "geometry_msgs/PoseStamped of the door handle (e.g. a fiducial)", None),
-    "target_mode": ("fixed", "'fixed' (target_position) or 'topic' (geometry_msgs/PointStamped on target_topic)", None),
-    "target_position": ([0.0, 0.55, 0.15], "target xyz when target_mode is fixed", None),
-    "target_topic": ("/door_target", "target topic when target_mode is topic", None),
-    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
-    "sensor_timeout": (0.05, "seconds after which a pose or joint state counts as stale", (0.001, 5.0)),
+PARAMETERS: dict[str, Param] = {
+    "servo_topic": Param("/servo_node/delta_twist_cmds", "TwistStamped command topic of the servo controller", read_only=False),
+    "frame_id": Param("base_link", "frame of the twist commands and of the pose inputs", read_only=False),
+    "max_speed": Param(0.1, "m/s commanded for a unit action delta", (0.0, 1.0), read_only=False),
+    "gripper_topic": Param("/gripper_command", "std_msgs/Float64 gripper command topic", read_only=False),
+    "gripper_open": Param(1.0, "gripper command sent for action 1 (open)", read_only=False),
+    "gripper_closed": Param(0.0, "gripper command sent for action 0 (closed)", read_only=False),
+    "joint_states_topic": Param("/joint_states", "sensor_msgs/JointState of the arm and gripper", read_only=False),
+    "gripper_joints": Param(["finger_joint_1", "finger_joint_2"], "joints whose summed positions give the opening", read_only=False),
+    "gripper_max_width": Param(0.08, "summed finger positions when fully open (opening 1)", (1e-4, 1.0), read_only=False),
+    "ee_pose_topic": Param("/ee_pose", "geometry_msgs/PoseStamped of the end effector", read_only=False),
+    "handle_pose_topic": Param("/handle_pose", "geometry_msgs/PoseStamped of the door handle (e.g. a fiducial)", read_only=False),
+    "target_mode": Param("fixed", "'fixed' (target_position) or 'topic' (geometry_msgs/PointStamped on target_topic)", read_only=False),
+    "target_position": Param([0.0, 0.55, 0.15], "target xyz when target_mode is fixed", read_only=False),
+    "target_topic": Param("/door_target", "target topic when target_mode is topic", read_only=False),
+    "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0), read_only=False),
+    "sensor_timeout": Param(0.05, "seconds after which a pose or joint state counts as stale", (0.001, 5.0), read_only=False),
 }
 
 

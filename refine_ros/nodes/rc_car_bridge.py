@@ -30,7 +30,7 @@ from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Bounds, declare_parameters
+from refine_ros.params import Param, declare_parameters
 from refine_ros.vision import N_TILES, TILE_FEATURES
 
 # The simulator's column order, from the task spec: the contract fitted programs rely on.
@@ -38,19 +38,19 @@ COLUMNS: tuple[str, ...] = get_task("car_racing").spec.observation_columns
 ACTION_AXES = 3
 
 
-PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
-    "command_topic": ("/cmd_vel", "the car's command topic", None),
-    "command_type": ("twist", "'twist' (geometry_msgs/Twist) or 'array' (Float64MultiArray [steer, throttle, brake])", None),
-    "max_speed": (1.0, "m/s for full throttle in twist mode", (0.0, 20.0)),
-    "max_steer": (0.5, "angular.z for full steer in twist mode (sign flipped to ROS: +z is left)", (0.0, 10.0)),
-    "odom_topic": ("/odom", "nav_msgs/Odometry of the car", None),
-    "wheel_topic": ("/wheel_states", "sensor_msgs/JointState with wheel angular velocities", None),
-    "wheel_joints": (["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], "wheel joint names: front-left, front-right, rear-left, rear-right", None),
-    "wheel_speed_scale": (1.0, "factor from the encoder's rad/s to simulator wheel omega", None),
-    "tiles_topic": ("track/tiles", "Float64MultiArray (12 x 4) from the track detector", None),
-    "speed_to_sim": (1.0, "factor from odometry m/s to simulator speed units (before / 100)", (0.0, 1000.0)),
-    "observation_rate": (50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
-    "sensor_timeout": (0.15, "seconds after which odometry, wheels or tiles count as stale", (0.001, 5.0)),
+PARAMETERS: dict[str, Param] = {
+    "command_topic": Param("/cmd_vel", "the car's command topic", read_only=False),
+    "command_type": Param("twist", "'twist' (geometry_msgs/Twist) or 'array' (Float64MultiArray [steer, throttle, brake])", read_only=False),
+    "max_speed": Param(1.0, "m/s for full throttle in twist mode", (0.0, 20.0), read_only=False),
+    "max_steer": Param(0.5, "angular.z for full steer in twist mode (sign flipped to ROS: +z is left)", (0.0, 10.0), read_only=False),
+    "odom_topic": Param("/odom", "nav_msgs/Odometry of the car", read_only=False),
+    "wheel_topic": Param("/wheel_states", "sensor_msgs/JointState with wheel angular velocities", read_only=False),
+    "wheel_joints": Param(["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], "wheel joint names: front-left, front-right, rear-left, rear-right", read_only=False),
+    "wheel_speed_scale": Param(1.0, "factor from the encoder's rad/s to simulator wheel omega", read_only=False),
+    "tiles_topic": Param("track/tiles", "Float64MultiArray (12 x 4) from the track detector", read_only=False),
+    "speed_to_sim": Param(1.0, "factor from odometry m/s to simulator speed units (before / 100)", (0.0, 1000.0), read_only=False),
+    "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0), read_only=False),
+    "sensor_timeout": Param(0.15, "seconds after which odometry, wheels or tiles count as stale", (0.001, 5.0), read_only=False),
 }
 _FIXED = {"command_topic", "command_type", "odom_topic", "wheel_topic", "tiles_topic", "observation_rate"}
 

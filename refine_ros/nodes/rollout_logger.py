@@ -56,7 +56,7 @@ from refine_core.store.db import RunDatabase
 from refine_ros import qos
 from refine_ros.messages import COUNTERS
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Bounds, declare_parameters
+from refine_ros.params import Param, declare_parameters
 
 STREAMS = ("observation", "policy_step", "action", "reward", "expert")
 TOPICS = {
@@ -463,16 +463,8 @@ class LogWriter:
             index = ep.context.get("index")
             number = ep.number if index is None else int(index)  # `refine run`'s episode column
             ep.key = (run_id, rnd, kind, number)
-            existing = self.db.conn.execute(
-                "SELECT id FROM episodes WHERE run_id = ? AND round IS ? AND kind = ? AND episode = ?",
-                ep.key,
-            ).fetchone()
-            if existing is not None and not ep.announced:
-                # steps of an episode a killed logger was writing: keep its committed rows
-                self.db.conn.execute(
-                    "UPDATE episodes SET complete = NULL WHERE id = ?", (existing[0],)
-                )
-            else:
+            if ep.announced or not self.db.reopen_episode(*ep.key):
+                # (an unannounced episode a killed logger was writing keeps its committed rows)
                 self.db.begin_episode(run_id, rnd, kind, number, seed=seed)
         return ep.key
 
@@ -600,15 +592,9 @@ class LogWriter:
         if not self.stores_steps(kind):
             steps = ep.end_summary.get("steps")
             steps = int(steps) if isinstance(steps, (int, float)) and math.isfinite(steps) else ep.rows
-            self.db.conn.execute(
-                "UPDATE episodes SET steps = ? WHERE run_id = ? AND round IS ? AND kind = ? "
-                "AND episode = ?", (steps, *ep.key),
-            )
+            self.db.set_episode_fields(*ep.key, steps=steps)
         if ep.columns and self.stores_steps(kind):
-            self.db.conn.execute(
-                "UPDATE episodes SET columns = ? WHERE run_id = ? AND round IS ? AND kind = ? "
-                "AND episode = ?", (json.dumps(list(ep.columns)), *ep.key),
-            )
+            self.db.set_episode_fields(*ep.key, columns=list(ep.columns))
         self.last_finished = ep.key
         ep.end_at = None
         self._episodes.pop(ep.number, None)
@@ -646,11 +632,7 @@ class LogWriter:
             self._flush(final=False)
             key = self.last_finished
             if key is None:
-                row = self.db.conn.execute(
-                    "SELECT run_id, round, kind, episode FROM episodes WHERE complete = 1 "
-                    "ORDER BY id DESC LIMIT 1"
-                ).fetchone()
-                key = tuple(row) if row else None
+                key = self.db.last_complete_episode()
             if key is None:
                 answer.append((False, "no finished episode to label yet"))
                 return
@@ -672,22 +654,22 @@ def _finite(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 # name -> (default, description, range); all read-only
-PARAMETERS: dict[str, tuple[Any, str, Bounds]] = {
-    "run_dir": ("runs/ros", "run directory; the database is <run_dir>/run.db", None),
-    "task": ("", "task name (door_open | car_racing): action and observation columns", None),
-    "run_id": (0, "run to log into; 0 = from episode events, else the latest run (or a new one)", (0, 2**31 - 1)),
-    "round": (-1, "round for steps of unannounced episodes (-1: none)", (-1, 100000)),
-    "kind": ("diagnostic", "episode kind for steps of unannounced episodes", None),
-    "batch_size": (500, "rows per INSERT batch", (1, 100000)),
-    "flush_period": (0.2, "seconds between transactions", (0.01, 10.0)),
-    "join_timeout": (0.5, "seconds a row waits for its other streams before it is written", (0.01, 10.0)),
-    "store_step_kinds": (["diagnostic"], "episode kinds whose steps are stored (as `refine run`: diagnostic); "
-                         "['all'] = every kind; every episode still gets its episodes row", None),
-    "log_unannounced": (True, "log steps of episodes no start event announced under `round`/`kind` (false on "
-                        "robots: their bridge publishes observations between episodes)", None),
-    "flush_timeout": (30.0, "seconds logger/flush waits for announced episode ends to be committed", (0.1, 3600.0)),
-    "log_safe_action": (False, "also log the safety node's refine/safe_action as safe_<action> columns (what the "
-                        "robot was sent; NaN where no safe command was published for a step, e.g. dry run)", None),
+PARAMETERS: dict[str, Param] = {
+    "run_dir": Param("runs/ros", "run directory; the database is <run_dir>/run.db"),
+    "task": Param("", "task name (door_open | car_racing): action and observation columns"),
+    "run_id": Param(0, "run to log into; 0 = from episode events, else the latest run (or a new one)", (0, 2**31 - 1)),
+    "round": Param(-1, "round for steps of unannounced episodes (-1: none)", (-1, 100000)),
+    "kind": Param("diagnostic", "episode kind for steps of unannounced episodes"),
+    "batch_size": Param(500, "rows per INSERT batch", (1, 100000)),
+    "flush_period": Param(0.2, "seconds between transactions", (0.01, 10.0)),
+    "join_timeout": Param(0.5, "seconds a row waits for its other streams before it is written", (0.01, 10.0)),
+    "store_step_kinds": Param(["diagnostic"], "episode kinds whose steps are stored (as `refine run`: diagnostic); "
+                         "['all'] = every kind; every episode still gets its episodes row"),
+    "log_unannounced": Param(True, "log steps of episodes no start event announced under `round`/`kind` (false on "
+                        "robots: their bridge publishes observations between episodes)"),
+    "flush_timeout": Param(30.0, "seconds logger/flush waits for announced episode ends to be committed", (0.1, 3600.0)),
+    "log_safe_action": Param(False, "also log the safety node's refine/safe_action as safe_<action> columns (what the "
+                        "robot was sent; NaN where no safe command was published for a step, e.g. dry run)"),
 }
 
 
@@ -696,7 +678,7 @@ class RolloutLogger(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("rollout_logger", **kwargs)
-        declare_parameters(self, PARAMETERS, read_only=True)
+        declare_parameters(self, PARAMETERS)
         value = lambda name: self.get_parameter(name).value  # noqa: E731
 
         task_name = str(value("task"))

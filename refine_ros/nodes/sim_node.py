@@ -56,7 +56,7 @@ PARAMETERS: dict[str, tuple[Any, ParameterDescriptor]] = {
     "rate_hz": (50.0, descriptor("simulation rate in real-time mode", (1.0, 1000.0), read_only=True)),
     "publish_markers": (True, descriptor("publish refine/markers for RViz")),
     "marker_rate_hz": (10.0, descriptor("most marker updates per second", (0.1, 100.0))),
-    "publish_expert": (True, descriptor("publish the expert's action per state (expert_* columns)")),
+    "publish_expert": (False, descriptor("publish the expert's action per state (expert_* columns; privileged, off unless the analysis node asks)")),
     "publish_camera": (False, descriptor("render refine/camera offscreen (MUJOCO_GL=osmesa)", read_only=True)),
     "camera_width": (320, descriptor("camera image width", (16, 1920), read_only=True)),
     "camera_height": (240, descriptor("camera image height", (16, 1080), read_only=True)),

@@ -16,7 +16,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from refine_ros import qos
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Bounds, declare_parameters
+from refine_ros.params import Param, declare_parameters
 from refine_ros.vision import (
     N_TILES,
     TILE_FEATURES,
@@ -30,30 +30,30 @@ from refine_ros.vision import (
 
 _HSV = (0, 255)
 # name -> (default, description, range); the HSV thresholds are integers in 0 ... 255
-PARAMETERS: dict[str, tuple[object, str, Bounds]] = {
-    "image_topic": ("/camera/image_raw", "sensor_msgs/Image (bgr8, rgb8 or bgra8/rgba8)", None),
-    "tiles_topic": ("track/tiles", "Float64MultiArray (12 x 4) output", None),
-    "camera_mode": ("pinhole", "'pinhole' (intrinsics + mounting), 'top_down' or 'homography'", None),
-    "fx": (500.0, "pinhole focal length x (px)", (1.0, 1e5)),
-    "fy": (500.0, "pinhole focal length y (px)", (1.0, 1e5)),
-    "cx": (320.0, "pinhole principal point x (px)", None),
-    "cy": (240.0, "pinhole principal point y (px)", None),
-    "camera_height": (0.15, "camera height above the ground (m)", (0.01, 10.0)),
-    "camera_pitch": (0.5, "camera pitch below the horizon (rad)", (0.0, 1.5707)),
-    "camera_forward_offset": (0.0, "camera position ahead of the car's reference point (m)", None),
-    "metres_per_pixel": (0.005, "top_down: ground size of one pixel (m)", (1e-5, 1.0)),
-    "car_pixel": ([320.0, 470.0], "top_down: pixel (u, v) of the car's reference point", None),
-    "homography": ([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "homography mode: row-major 3x3 pixel -> ground (forward, left) metres", None),
-    "road_width": (0.3, "road width (m); it maps to 0.4 track units", (0.01, 20.0)),
-    "view_forward": (1.5, "ground distance ahead covered by the bird's-eye grid (m)", (0.05, 100.0)),
-    "view_half_width": (0.75, "ground half-width covered by the bird's-eye grid (m)", (0.05, 100.0)),
-    "grid_resolution": (0.005, "bird's-eye cell size (m)", (1e-4, 1.0)),
-    "tile_spacing": (TILE_SPACING_UNITS, "track units between tile centres (the simulator's)", (1e-3, 1.0)),
-    "road_saturation_max": (60, "road pixels: HSV saturation below this (0-255)", _HSV),
-    "road_value_min": (50, "road pixels: HSV value above this (0-255)", _HSV),
-    "road_value_max": (190, "road pixels: HSV value below this (0-255)", _HSV),
-    "kerb_saturation_min": (120, "red kerb pixels: HSV saturation above this (0-255)", _HSV),
-    "kerb_white_value_min": (215, "white kerb pixels: HSV value at least this (0-255)", _HSV),
+PARAMETERS: dict[str, Param] = {
+    "image_topic": Param("/camera/image_raw", "sensor_msgs/Image (bgr8, rgb8 or bgra8/rgba8)", read_only=False),
+    "tiles_topic": Param("track/tiles", "Float64MultiArray (12 x 4) output", read_only=False),
+    "camera_mode": Param("pinhole", "'pinhole' (intrinsics + mounting), 'top_down' or 'homography'", read_only=False),
+    "fx": Param(500.0, "pinhole focal length x (px)", (1.0, 1e5), read_only=False),
+    "fy": Param(500.0, "pinhole focal length y (px)", (1.0, 1e5), read_only=False),
+    "cx": Param(320.0, "pinhole principal point x (px)", read_only=False),
+    "cy": Param(240.0, "pinhole principal point y (px)", read_only=False),
+    "camera_height": Param(0.15, "camera height above the ground (m)", (0.01, 10.0), read_only=False),
+    "camera_pitch": Param(0.5, "camera pitch below the horizon (rad)", (0.0, 1.5707), read_only=False),
+    "camera_forward_offset": Param(0.0, "camera position ahead of the car's reference point (m)", read_only=False),
+    "metres_per_pixel": Param(0.005, "top_down: ground size of one pixel (m)", (1e-5, 1.0), read_only=False),
+    "car_pixel": Param([320.0, 470.0], "top_down: pixel (u, v) of the car's reference point", read_only=False),
+    "homography": Param([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "homography mode: row-major 3x3 pixel -> ground (forward, left) metres", read_only=False),
+    "road_width": Param(0.3, "road width (m); it maps to 0.4 track units", (0.01, 20.0), read_only=False),
+    "view_forward": Param(1.5, "ground distance ahead covered by the bird's-eye grid (m)", (0.05, 100.0), read_only=False),
+    "view_half_width": Param(0.75, "ground half-width covered by the bird's-eye grid (m)", (0.05, 100.0), read_only=False),
+    "grid_resolution": Param(0.005, "bird's-eye cell size (m)", (1e-4, 1.0), read_only=False),
+    "tile_spacing": Param(TILE_SPACING_UNITS, "track units between tile centres (the simulator's)", (1e-3, 1.0), read_only=False),
+    "road_saturation_max": Param(60, "road pixels: HSV saturation below this (0-255)", _HSV, read_only=False),
+    "road_value_min": Param(50, "road pixels: HSV value above this (0-255)", _HSV, read_only=False),
+    "road_value_max": Param(190, "road pixels: HSV value below this (0-255)", _HSV, read_only=False),
+    "kerb_saturation_min": Param(120, "red kerb pixels: HSV saturation above this (0-255)", _HSV, read_only=False),
+    "kerb_white_value_min": Param(215, "white kerb pixels: HSV value at least this (0-255)", _HSV, read_only=False),
 }
 _SEGMENTATION = ("road_saturation_max", "road_value_min", "road_value_max", "kerb_saturation_min",
                  "kerb_white_value_min")  # fmt: skip

@@ -1,0 +1,181 @@
+"""What a refinement run keeps of each round, how a round is committed, and how a killed run
+finds where to pick up.
+
+Why this lives with the store: the loop decides *what* happens in a round; whether a round
+landed is the database's business. A round commits in one transaction (program, fit,
+diagnostics, their printed results, the analyst's calls and answer, episodes and metrics), so a
+kill before the commit leaves no trace of the round and a kill after it loses nothing; resuming
+rebuilds the loop's state from committed rows only.
+
+The best round has one definition, here: the committed round with the best *selection*
+metric (NaN never wins; ties keep the earlier round). Evaluation episodes are reported, never
+used to choose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from refine_core.store.db import RunDatabase
+
+
+class RunExistsError(ValueError):
+    """The run directory already holds a run that was not asked to resume."""
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode of a round, as the database keeps it."""
+
+    kind: str
+    index: int
+    seed: int
+    summary: dict
+    table: pd.DataFrame | None = None
+    """The steps, for the kinds whose steps are kept (None: summary row only)."""
+    error: str | None = None
+    stored: bool = False
+    """Already in the database (the ROS logger commits episodes as they run): not written again."""
+
+
+@dataclass
+class RoundRecord:
+    run_id: int
+    round: int
+    status: str
+    """"committed" or "failed" (no program could be fitted)."""
+    program: str
+    fit_report: dict | None = None
+    info_schema: dict | None = None
+    weights: dict | None = None
+    diagnostics: str | None = None
+    analyses: list[dict] = field(default_factory=list)
+    decision: str = "stop"
+    next_program: str | None = None
+    reasoning: str = ""
+    error: str | None = None
+    metrics: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def selection_metric(self) -> float:
+        return float(self.metrics.get("selection", {}).get("metric_mean", math.nan))
+
+    @property
+    def eval_metric(self) -> float:
+        return float(self.metrics.get("eval", {}).get("metric_mean", math.nan))
+
+
+# ----------------------------------------------------------------------------- best round
+def better(a: float, b: float, higher_is_better: bool) -> bool:
+    """Is metric value `a` strictly better than `b`? NaN is never better; anything beats NaN."""
+    if a != a:
+        return False
+    if b != b:
+        return True
+    return a > b if higher_is_better else a < b
+
+
+def best_round(records: Iterable[RoundRecord], higher_is_better: bool) -> RoundRecord | None:
+    """The committed round with the best selection metric (the earliest among equals)."""
+    best = None
+    for record in records:
+        if record.status != "committed" or record.selection_metric != record.selection_metric:
+            continue
+        if best is None or better(record.selection_metric, best.selection_metric, higher_is_better):
+            best = record
+    return best
+
+
+def best_committed_round(db: RunDatabase, run_id: int, higher_is_better: bool) -> int | None:
+    """The number of the run's best round, by the rule above (None: no round has a selection
+    metric yet, e.g. rounds made by `refine fit` alone)."""
+    best = best_round((round_from_row(row) for row in db.rounds(run_id)), higher_is_better)
+    return None if best is None else best.round
+
+
+# ----------------------------------------------------------------------------- run and resume
+def open_run(db: RunDatabase, task: str, analyst: str, config: dict, *, resume: bool) -> int:
+    """The run in this database (resumed, or one with no rounds yet), else a new run."""
+    existing = db.latest_run()
+    if existing is not None:
+        if existing["task"] != task:
+            raise RunExistsError(f"{db.path} holds a {existing['task']} run, not {task}")
+        if not resume and db.rounds(existing["id"]):
+            raise RunExistsError(f"{db.path} already holds run {existing['id']}; pass --resume to continue it")
+        return int(existing["id"])
+    return db.create_run(task, analyst=analyst, config=config, status="running")
+
+
+@dataclass
+class ResumeState:
+    rounds: list[RoundRecord]
+    best: RoundRecord | None
+    next_round: int
+    next_program: str | None
+    finished: bool
+    stop_reason: str = ""
+
+
+def round_from_row(row: dict) -> RoundRecord:
+    """A committed `rounds` row (JSON columns already decoded by the database) as a record."""
+    return RoundRecord(
+        run_id=int(row["run_id"]), round=int(row["round"]), status=row["status"], program=row["program"] or "",
+        fit_report=row.get("fit_report"), info_schema=row.get("info_schema"),
+        diagnostics=row.get("diagnostics"), decision=row.get("decision") or "stop",
+        next_program=row.get("next_program"), reasoning=row.get("reasoning") or "",
+        error=row.get("error"), metrics=row.get("metrics") or {}, timings=row.get("timings") or {},
+    )
+
+
+def resume_state(db: RunDatabase, run_id: int, higher_is_better: bool) -> ResumeState:
+    """The loop's state from committed rounds only: whatever was in flight when the process
+    died is simply done again, so nothing is lost or duplicated."""
+    rounds = [round_from_row(row) for row in db.rounds(run_id)]
+    best = best_round(rounds, higher_is_better)
+    run = db.run(run_id) or {}
+    if not rounds:
+        return ResumeState([], None, 0, None, finished=run.get("status") == "finished")
+    last = rounds[-1]
+    finished = run.get("status") == "finished" or last.status == "failed" or last.decision != "program"
+    reason = run.get("stop_reason") or last.error or f"round {last.round} decided {last.decision}"
+    return ResumeState(rounds, best, last.round + 1, last.next_program, finished, reason)
+
+
+def finish_run(db: RunDatabase, run_id: int, best: RoundRecord | None, reason: str) -> None:
+    db.update_run(run_id, status="finished", best_round=best.round if best else None, stop_reason=reason)
+
+
+# ----------------------------------------------------------------------------- commit
+def commit_round(db: RunDatabase, record: RoundRecord, calls: Sequence[dict],
+                 episodes: Sequence[EpisodeRecord] = ()) -> None:
+    """One transaction per round, with the round's episodes except those already stored."""
+    run_id, index = record.run_id, record.round
+    with db.transaction():
+        db.save_round(
+            run_id, index, status=record.status, program=record.program, fit_report=record.fit_report,
+            weights=record.weights, info_schema=record.info_schema, metrics=record.metrics,
+            selection_metric=_finite_or_none(record.selection_metric),
+            eval_metric=_finite_or_none(record.eval_metric), diagnostics=record.diagnostics,
+            decision=record.decision, reasoning=record.reasoning, error=record.error, timings=record.timings,
+            next_program=record.next_program,
+        )
+        for row in calls:
+            db.log_llm_call(run_id, index, **row)
+        for row in record.analyses:
+            db.log_analysis(run_id, index, **row)
+        for ep in episodes:
+            if ep.stored:
+                continue
+            db.save_episode(run_id, index, ep.kind, ep.index, seed=ep.seed, summary=ep.summary,
+                            table=ep.table, complete=ep.error is None, error=ep.error)
+        kind = "round_committed" if record.status == "committed" else "round_failed"
+        db.log_event(run_id, index, kind, record.error or record.decision)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return None if value != value else float(value)

@@ -1,0 +1,104 @@
+"""The learner's round driver: runs a rollout request's episodes one after another. No ROS import.
+
+Why separate from the control path: starting an episode waits (for the operator's
+confirmation on a robot, for the sim's reset service), and waiting must never happen where
+observations are answered. The driver runs on its own thread, hands each episode to the
+control path through `activate`, and blocks on the episode's `ended` event; the node supplies
+the few ROS operations it needs through the `Robot` interface.
+
+Per episode: confirmation (robots) -> seed / counter / step cap / expert relabels to the sim ->
+start event ->
+reset -> wait for the end -> end event with the summary. The start event precedes the reset
+because the sim publishes step 0 before it answers, and a hardware bridge starts counting at
+that event.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from refine_core.rollout.plan import PlannedEpisode
+from refine_core.tasks.base import Task
+from refine_ros.control_path import ActiveEpisode, PolicyRunner
+from refine_ros.protocol import episode_counter
+
+
+class Robot(Protocol):
+    """The operations that start an episode; each returns None or the reason it failed."""
+
+    def await_confirmation(self, planned: PlannedEpisode, round_: int) -> str | None: ...
+
+    def prepare(self, planned: PlannedEpisode, counter: int, limit: int, expert_labels: bool) -> str | None: ...
+
+    def start(self) -> str | None: ...
+
+    def announce(self, event: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class RoundDriver:
+    task: Task
+    robot: Robot
+    episode_timeout_s: float = 300.0
+    step_budget_ends: bool = False
+    """A robot: no simulator says 'done'; an episode ends after its step budget."""
+
+    def run(self, request: dict, runner: PolicyRunner, activate: Callable[[ActiveEpisode | None], None],
+            closing: threading.Event) -> tuple[list[dict], dict]:
+        """Drive every planned episode of a parsed rollout request; returns the episode
+        entries of the answer and the control-path latency figures."""
+        spec = self.task.spec
+        limit = min(request["max_steps"], spec.episode_steps) if request["max_steps"] > 0 else spec.episode_steps
+        entries, latencies = [], []
+        for position, planned in enumerate(request["plan"]):
+            if closing.is_set():
+                break
+            episode = ActiveEpisode(planned, episode_counter(request["round"], position), limit, runner,
+                                    step_budget_ends=self.step_budget_ends)
+            self._drive(episode, request, runner, activate)
+            latencies += episode.control_ms
+            entries.append({"kind": planned.kind, "index": planned.index, "seed": planned.seed,
+                            "counter": episode.counter, "steps": episode.steps,
+                            "summary": episode.summary(self.task), "error": episode.error})
+        return entries, _latency(latencies)
+
+    def _drive(self, episode: ActiveEpisode, request: dict, runner: PolicyRunner,
+               activate: Callable[[ActiveEpisode | None], None]) -> None:
+        planned, context = episode.planned, {"round": request["round"], "run_id": request["run_id"]}
+        event = {"episode": episode.counter, "kind": planned.kind, "seed": planned.seed, "index": planned.index,
+                 **context}
+        error = self.robot.await_confirmation(planned, request["round"])
+        if error is None:
+            error = self.robot.prepare(planned, episode.counter, episode.limit, request["expert_labels"])
+        if error is not None:  # never started: still announced and closed, so the database has its row
+            episode.fail(error)
+            self.robot.announce({"event": "start", **event})
+            self.robot.announce({"event": "end", **event, "summary": episode.summary(self.task), "complete": False})
+            return
+        runner.new_episode(planned.seed)
+        activate(episode)
+        self.robot.announce({"event": "start", **event})
+        error = self.robot.start()
+        if error is None and not episode.ended.wait(self.episode_timeout_s):
+            error = (f"no end of episode within {self.episode_timeout_s:g} s "
+                     f"({episode.last_step + 1} steps seen)")
+        if error is None:
+            episode.closed.wait(1.0)  # the terminal observation, for the summary
+        if error:
+            episode.fail(error)
+        activate(None)
+        self.robot.announce({"event": "end", **event, "summary": episode.summary(self.task),
+                             "complete": episode.error is None})
+
+
+def _latency(values: list[float]) -> dict:
+    if not values:
+        return {}
+    ms = np.asarray(values)
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "max": float(ms.max()),
+            "steps": int(ms.size)}
