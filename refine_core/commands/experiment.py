@@ -23,11 +23,29 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("results"), help="results root")
     p.add_argument("--smoke", action="store_true", help="every condition with tiny budgets (CI)")
     p.add_argument("--date", default=None, help="results sub-folder name (default: today)")
+    p.add_argument("--foreign", type=Path, default=None, metavar="DIR",
+                   help="instead of the table: fit and evaluate every *<task>.py program in DIR (programs "
+                        "written elsewhere to the contract), writing foreign.md beside the results")
+    p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
     return p
 
 
 def run(args) -> int:
     from refine_core.experiment.runner import ExperimentOptions, run_experiment
+
+    if args.foreign is not None:
+        from refine_core.cli import UserError
+        from refine_core.experiment.foreign import score_foreign
+
+        if not args.foreign.is_dir():
+            raise UserError(f"--foreign {args.foreign}: not a directory")
+        try:
+            out = score_foreign(args.task, args.foreign, seeds=args.seeds, workers=args.workers or 1, out=args.out,
+                                date=args.date, max_steps=args.max_steps)
+        except FileNotFoundError as exc:
+            raise UserError(str(exc)) from None
+        print((out / "foreign.md").read_text())
+        return 0
 
     options = ExperimentOptions.from_args(args)
     out = run_experiment(options)
