@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from refine_core.analyst.labels import analyst_label, expert_label, expert_setting  # noqa: E402
 from refine_core.store.db import RunDatabase  # noqa: E402
 
 
@@ -92,7 +93,8 @@ def traces_plot(table: pd.DataFrame, action_names: list[str]) -> str | None:
             axes[1].plot(ep["step"], ep[f"act_{name}"], color=colour, label=name)
         if f"expert_{name}" in experts:
             axes[1].plot(ep["step"], ep[f"expert_{name}"], "--", color=colour, alpha=0.6)
-    axes[1].set_title("executed (solid) and expert (dashed) actions")
+    axes[1].set_title("executed (solid) and expert-relabel (dashed) actions" if experts
+                      else "executed actions")
     axes[1].set_xlabel("step")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -114,9 +116,19 @@ def program_diff(before: str, after: str) -> str:
     return "<pre>" + "\n".join(lines) + "</pre>" if lines else "<p>(unchanged)</p>"
 
 
-def text_summary(view: RunView, metric_name: str) -> str:
+def run_labels(view: RunView, expert: bool | None = None) -> list[str]:
+    """What a reader must know before trusting the numbers: who the analyst was and whether
+    the diagnostics saw expert relabels. `expert` overrides what the run's config records."""
+    config = view.run.get("config") if isinstance(view.run.get("config"), dict) else {}
+    if expert is None:
+        expert = expert_setting(config)
+    return [text for text in (analyst_label(view.run.get("analyst")), expert_label(expert)) if text]
+
+
+def text_summary(view: RunView, metric_name: str, expert: bool | None = None) -> str:
     run = view.run
     lines = [f"run {run['id']} ({run['task']}, analyst {run.get('analyst')}): {len(view.rounds)} round(s)"]
+    lines += [f"  note: {text}" for text in run_labels(view, expert)]
     for r in view.rounds:
         ev = r["metrics"].get("eval", {})
         sel = r["metrics"].get("selection", {})
@@ -134,10 +146,23 @@ def text_summary(view: RunView, metric_name: str) -> str:
     return "\n".join(lines)
 
 
+def _expert_seen(view: RunView, table: pd.DataFrame) -> bool | None:
+    """Expert relabels as the run's config records them, else as its stored diagnostic table
+    shows them (runs from before the setting existed)."""
+    recorded = expert_setting(view.run.get("config") if isinstance(view.run.get("config"), dict) else None)
+    if recorded is not None:
+        return recorded
+    if table.empty:
+        return None
+    experts = [c for c in table.columns if c.startswith("expert_")]
+    return bool(experts) and bool(table[experts].notna().any().any())
+
+
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px}
 .add{color:#116329}.del{color:#a40e26}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}
-details{margin:.4em 0}summary{cursor:pointer;font-weight:600}"""
+details{margin:.4em 0}summary{cursor:pointer;font-weight:600}
+.label{background:#fff8c5;border:1px solid #d4a72c;padding:.5em .8em}"""
 
 
 def build_report(db: RunDatabase, out: Path, run_id: int | None = None) -> tuple[Path, str]:
@@ -146,10 +171,15 @@ def build_report(db: RunDatabase, out: Path, run_id: int | None = None) -> tuple
     view = load_view(db, run_id)
     spec = get_task(view.run["task"]).spec
     metric = spec.metric.name
+    best = view.run.get("best_round")
+    table = (db.load_steps(view.run["id"], round=int(best), kind="diagnostic")
+             if best is not None else pd.DataFrame())
+    expert = _expert_seen(view, table)
     parts = [f"<html><head><meta charset='utf-8'><title>refine_ros report {html.escape(str(view.run['id']))}</title>"
              f"<style>{CSS}</style></head><body>",
-             f"<h1>Refinement run {html.escape(str(view.run['id']))}: {html.escape(spec.name)}</h1>",
-             _pre(text_summary(view, metric))]
+             f"<h1>Refinement run {html.escape(str(view.run['id']))}: {html.escape(spec.name)}</h1>"]
+    parts += [f"<p class='label'><b>{html.escape(text)}</b></p>" for text in run_labels(view, expert)]
+    parts.append(_pre(text_summary(view, metric, expert)))
     plot = metric_plot(view, metric)
     if plot:
         parts.append(f"<img src='{plot}' alt='metric per round'>")
@@ -187,9 +217,7 @@ def build_report(db: RunDatabase, out: Path, run_id: int | None = None) -> tuple
             parts.append(f"<p>fit: {fit.get('epochs')} epochs, best validation NLL {fit.get('best_val_nll'):.4g}, "
                          f"{fit.get('wall_time_s', 0):.1f} s</p>")
 
-    best = view.run.get("best_round")
     if best is not None:
-        table = db.load_steps(view.run["id"], round=int(best), kind="diagnostic")
         plot = traces_plot(table, list(spec.action_names))
         if plot:
             parts.append(f"<h2>Best round {best}: latents and actions over one episode</h2><img src='{plot}'>")

@@ -73,21 +73,24 @@ class RecordedRequest:
     @property
     def role(self) -> str:
         """Which analyst question this is (generate, regenerate, diagnose, revise), read from
-        the answer format the first user message asks for; "unknown" otherwise."""
+        the latest user message that is not a correction: a continued conversation asks its
+        new question in the message it appends. "unknown" otherwise."""
         users = [m.get("content", "") for m in self.messages if m.get("role") == "user"]
-        first = users[0] if users else ""
-        if prompts.REVISION_FORMAT in first:
+        asks = [u for u in users if not u.startswith(prompts.CORRECTION_INTRO)]
+        latest = asks[-1] if asks else ""
+        if prompts.REVISION_FORMAT in latest:
             return "revise"
-        if prompts.DIAGNOSTICS_FORMAT in first:
+        if prompts.DIAGNOSTICS_FORMAT in latest:
             return "diagnose"
-        if prompts.PROGRAM_FORMAT in first:
-            return "regenerate" if prompts.REPAIR_INTRO in first else "generate"
+        if prompts.PROGRAM_FORMAT in latest:
+            return "regenerate" if prompts.REPAIR_INTRO in latest else "generate"
         return "unknown"
 
     @property
     def is_correction(self) -> bool:
         """True when this request sends a parse error back (a corrective retry)."""
-        return len([m for m in self.messages if m.get("role") == "user"]) > 1
+        users = [m.get("content", "") for m in self.messages if m.get("role") == "user"]
+        return bool(users) and users[-1].startswith(prompts.CORRECTION_INTRO)
 
 
 def by_role(replies: dict[str, Iterable[Reply]]) -> Callable[[RecordedRequest], Reply]:

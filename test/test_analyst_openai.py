@@ -15,8 +15,10 @@ from refine_core.analyst import (
     OpenAIAnalyst,
     OpenAIChatBackend,
     load_config,
+    prompts,
 )
 from refine_core.analyst.config import add_config_arguments, config_from_args
+from refine_core.analyst.parser import statement_parts
 from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 KEY = "sk-test-0123456789abcdefSECRET"
@@ -160,35 +162,142 @@ def test_corrections_are_bounded():
     assert answer.error.startswith("unusable answer after 2 attempt(s)")
 
 
-def test_regenerate_diagnose_and_revise_with_the_real_client():
+STATEMENT = """**1. Task analysis:** keep the mass at zero without overshoot.
+**2. Model summary:** push = k_pos * x, a proportional law.
+**3. Expected nominal behaviour:** act_push has the opposite sign of x.
+**4. Anomalies to look for:** saturation, oscillation around zero.
+**5. Hypotheses:** H1 the correlation of x and act_push is strongly negative.
+"""
+DIAGNOSIS = f"{STATEMENT}\n```python\n{TESTS}```\n"
+
+
+def test_diagnose_then_revise_continue_one_conversation():
     spec = small_spec()
+    revised = PROGRAM.replace("-1.0)", "-2.0)")
     script = [
+        Reply.text(DIAGNOSIS),
+        Reply.text(f"DECISION: more_tests\nH1 holds; is it saturated?\n```python\n{TESTS}```"),
+        Reply.text(f"Decision: revise\nAdd damping.\n```py\n{revised}```"),
         Reply.text(GOOD),
-        Reply.text(f"Checks the sign.\n```python\n{TESTS}```"),
-        Reply.text(f"DECISION: more_tests\n```python\n{TESTS}```"),
-        Reply.text("DECISION: stop\nThe gain has the right sign."),
-        Reply.text(f"Decision: revise\nAdd damping.\n```py\n{PROGRAM}```"),
     ]
     with FakeOpenAIServer(script) as server:
-        analyst = OpenAIAnalyst(config_for(server), sleep=lambda s: None)
-        regen = analyst.generate(spec, failed_program="class ToyPolicy: pass",
-                                 error="ContractError: forward missing")
-        diag = analyst.diagnose(spec, regen.program, ["x", "v", "latent_push", "act_push"])
-        more = analyst.revise(spec, regen.program, diag.code, "corr: -0.93")
-        stop = analyst.revise(spec, regen.program, diag.code, "corr: -0.93",
-                              history=[{"round": 1, "tests": TESTS, "results": "corr: -0.93"}])
-        new = analyst.revise(spec, regen.program, diag.code, "corr: 0.2")
-        prompts = [r.last_user_message for r in server.chat_requests]
-    assert regen.ok and regen.calls[0].role == "regenerate"
-    assert "ContractError: forward missing" in prompts[0]
+        analyst = OpenAIAnalyst(config_for(server), sleep=lambda s: None, max_test_requests=3)
+        diag = analyst.diagnose(spec, PROGRAM, ["x", "v", "latent_push", "act_push"])
+        more = analyst.revise(spec, PROGRAM, "corr: -0.93", conversation=diag.conversation)
+        new = analyst.revise(spec, PROGRAM, "saturated: 0.41", conversation=more.conversation)
+        fixed = analyst.generate(spec, failed_program=new.program, error="FitError: NaN loss",
+                                 context=new.conversation)
+        requests = [r.messages for r in server.chat_requests]
+        roles = [r.role for r in server.chat_requests]
+    assert roles == ["diagnose", "revise", "revise", "regenerate"]
+
+    # The statement written before the code is kept, part by part, without the code.
     assert diag.ok and diag.code.strip() == TESTS.strip()
-    assert "latent_push, act_push" in prompts[1] and "`demo`" in prompts[1]
-    assert (more.kind, more.tests.strip()) == ("tests", TESTS.strip())
-    assert "corr: -0.93" in prompts[2] and "DECISION: more_tests" in prompts[2]
-    assert stop.kind == "stop" and "right sign" in stop.reasoning
-    assert "Entry 1:" in prompts[3]
-    assert new.kind == "program" and "class ToyPolicy" in new.program
+    parts = statement_parts(diag.reasoning)
+    assert list(parts) == ["task_analysis", "model_summary", "expected_behaviour",
+                           "anomalies", "hypotheses"]
+    assert "strongly negative" in parts["hypotheses"] and "print(" not in diag.reasoning
+    assert diag.conversation == requests[0] + [{"role": "assistant", "content": DIAGNOSIS}]
+    assert "five headed parts" in requests[0][-1]["content"]
+
+    # Each revision request is the previous exchange plus one user message.
+    assert requests[1][:-1] == diag.conversation
+    results_message = requests[1][-1]["content"]
+    assert "corr: -0.93" in results_message and prompts.REVISION_FORMAT in results_message
+    assert "statement you wrote before your code" in results_message
+    assert "at most 3 requests for more tests" in results_message
+    assert more.kind == "tests" and more.conversation[:-1] == requests[1]
+    assert requests[2][:-1] == more.conversation
+    assert "results of your additional tests" in requests[2][-1]["content"]
+    assert "saturated: 0.41" in requests[2][-1]["content"]
+    assert new.kind == "program" and "-2.0" in new.program
+    assert new.conversation[-1]["role"] == "assistant"
+
+    # A failed revision is repaired inside the same exchange: the model sees its statement,
+    # the results, its program and the error; the program is not quoted a second time.
+    assert requests[3][:-1] == new.conversation
+    repair = requests[3][-1]["content"]
+    assert prompts.REPAIR_INTRO in repair and "FitError: NaN loss" in repair
+    assert "class ToyPolicy" not in repair
+    assert fixed.ok and fixed.calls[0].role == "regenerate"
+    assert fixed.conversation[:-1] == requests[3]
     assert [c.role for a in (diag, more, new) for c in a.calls] == ["diagnose", "revise", "revise"]
+
+
+def test_zero_shot_repair_continues_the_generation_exchange():
+    spec = small_spec()
+    with FakeOpenAIServer([Reply.text(GOOD), Reply.text(GOOD)]) as server:
+        analyst = OpenAIAnalyst(config_for(server), sleep=lambda s: None)
+        first = analyst.generate(spec)
+        again = analyst.generate(spec, failed_program=first.program, error="ContractError: x",
+                                 context=first.conversation)
+        requests = [r.messages for r in server.chat_requests]
+    assert [m["role"] for m in first.conversation] == ["system", "user", "assistant"]
+    assert requests[1][:-1] == first.conversation
+    assert "ContractError: x" in requests[1][-1]["content"]
+    assert again.conversation[:-1] == requests[1]
+
+
+def test_repairs_and_revisions_without_context_start_fresh():
+    spec = small_spec()
+    script = [Reply.text(GOOD), Reply.text(GOOD), Reply.text("DECISION: stop\nFine.")]
+    with FakeOpenAIServer(script) as server:
+        analyst = OpenAIAnalyst(config_for(server), sleep=lambda s: None)
+        analyst.generate(spec, failed_program="class ToyPolicy: pass", error="ContractError")
+        # A context whose last answer does not hold the failed program gets it quoted.
+        other = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": "no program here"}]
+        analyst.generate(spec, failed_program="class ToyPolicy: pass", error="E", context=other)
+        stop = analyst.revise(spec, PROGRAM, "[no diagnostics] the answer had no code")
+        requests = [r.messages for r in server.chat_requests]
+    fresh = requests[0]
+    assert [m["role"] for m in fresh] == ["system", "user"]
+    assert "class ToyPolicy: pass" in fresh[1]["content"] and "ContractError" in fresh[1]["content"]
+    assert spec.describe() in fresh[1]["content"]
+    assert requests[1][:3] == other and "class ToyPolicy: pass" in requests[1][-1]["content"]
+    revision = requests[2]
+    assert [m["role"] for m in revision] == ["system", "user"]
+    text = revision[1]["content"]
+    assert spec.describe() in text and "k_pos" in text and "[no diagnostics]" in text
+    assert "statement you wrote" not in text  # there is no statement to compare with
+    assert stop.kind == "stop" and stop.conversation[-1]["content"].startswith("DECISION: stop")
+
+
+@pytest.mark.parametrize("bad", [
+    [{"role": "wizard", "content": "x"}, "not a message", {"role": "user", "content": 5}],
+    "a string", None, [], [{"role": "assistant", "content": "no question was asked"}],
+])
+def test_malformed_conversations_start_a_fresh_exchange(bad):
+    spec = small_spec()
+    with FakeOpenAIServer([Reply.text("DECISION: stop")]) as server:
+        analyst = OpenAIAnalyst(config_for(server), sleep=lambda s: None)
+        decision = analyst.revise(spec, PROGRAM, "r", conversation=bad)
+        (request,) = server.chat_requests
+    assert decision.kind == "stop" and decision.error is None
+    assert [m["role"] for m in request.messages] == ["system", "user"]
+
+
+def test_unusable_revision_keeps_the_whole_exchange_and_is_an_error():
+    spec = small_spec()
+    with FakeOpenAIServer([Reply.text("hmm"), Reply.text("still thinking")]) as server:
+        analyst = OpenAIAnalyst(config_for(server, max_corrections=1), sleep=lambda s: None)
+        decision = analyst.revise(spec, PROGRAM, "r")
+    assert decision.kind == "stop" and decision.error.startswith("unusable answer after 2")
+    roles = [m["role"] for m in decision.conversation]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
+    assert decision.conversation[3]["content"].startswith(prompts.CORRECTION_INTRO)
+    assert decision.conversation[-1]["content"] == "still thinking"
+
+
+def test_expert_columns_are_described_only_when_the_table_has_them():
+    spec = small_spec()
+    without = prompts.diagnostics_messages(spec, PROGRAM, ["x", "v", "mean_push", "act_push"])
+    with_expert = prompts.diagnostics_messages(spec, PROGRAM, ["x", "mean_push", "expert_push"])
+    assert "expert" not in without[-1]["content"].lower()
+    assert "expert_<action>" in with_expert[-1]["content"]
+    # Same inputs, same bytes: replay depends on it.
+    assert without == prompts.diagnostics_messages(spec, PROGRAM, ["x", "v", "mean_push",
+                                                                   "act_push"])
 
 
 def test_fake_server_can_answer_by_role():
@@ -200,7 +309,7 @@ def test_fake_server_can_answer_by_role():
     })
     with FakeOpenAIServer(responder=responder) as server:
         analyst = OpenAIAnalyst(config_for(server), sleep=lambda s: None)
-        assert analyst.revise(spec, PROGRAM, TESTS, "ok").kind == "stop"
+        assert analyst.revise(spec, PROGRAM, "ok").kind == "stop"
         diag = analyst.diagnose(spec, PROGRAM, ["x"])
         assert diag.ok and len(diag.calls) == 2
         assert analyst.generate(spec, error="boom").ok
@@ -359,7 +468,7 @@ def test_bundled_task_prompts_and_answers_load_through_the_contract(task_name):
               f"And to check it:\n```python\nprint(df.shape)\n```\nGood luck!")
     with FakeOpenAIServer([Reply.text(chatty)]) as server:
         analyst = OpenAIAnalyst(config_for(server))
-        decision = analyst.revise(spec, program, "print(1)", "1")
+        decision = analyst.revise(spec, program, "1")
         prompt = server.chat_requests[0].last_user_message
     assert decision.kind == "program", decision.error
     build_policy(decision.program, spec)

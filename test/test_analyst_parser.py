@@ -10,6 +10,7 @@ from refine_core.analyst.parser import (
     parse_diagnostics,
     parse_program,
     prose,
+    statement_parts,
 )
 
 CLS = "RacecarPolicy"
@@ -208,6 +209,43 @@ def test_tilde_fences_and_four_backticks():
 
 def test_prose_drops_code():
     assert prose(f"before\n{fenced(TESTS)}\nafter") == "before\n\nafter"
+
+
+def test_the_statement_before_diagnostic_code_is_kept_part_by_part():
+    text = ("## 1. Task analysis\nStay on the road at speed.\n\n"
+            "## 2. Model summary\nSteer = k * x.\n\n"
+            "## 3. Expected nominal behavior\nsteer and x share a sign.\n\n"
+            "## 4. Anomalies to look for\nSaturated steering.\n\n"
+            "## 5. Hypotheses\nHypothesis 1: k > 0.\nHypothesis 2: little saturation.\n\n"
+            + fenced(TESTS))
+    out = parse_diagnostics(text, CLS)
+    assert out.code.strip() == TESTS.strip()
+    parts = statement_parts(out.reasoning)
+    assert parts == {
+        "task_analysis": "Stay on the road at speed.",
+        "model_summary": "Steer = k * x.",
+        "expected_behaviour": "steer and x share a sign.",
+        "anomalies": "Saturated steering.",
+        "hypotheses": "Hypothesis 1: k > 0.\nHypothesis 2: little saturation.",
+    }
+
+
+def test_a_statement_without_code_is_still_a_correction():
+    out = parse_diagnostics("Task analysis: drive.\nHypotheses: none yet.", CLS)
+    assert out.code is None and "no Python code block" in out.error
+    assert statement_parts(out.reasoning)["task_analysis"] == "drive."
+
+
+def test_unfenced_code_after_a_statement_keeps_the_statement_apart():
+    text = "Model summary: a P controller.\nHypotheses: k > 0.\n" + TESTS
+    out = parse_diagnostics(text, CLS)
+    assert out.code.strip() == TESTS.strip()
+    assert out.reasoning == "Model summary: a P controller.\nHypotheses: k > 0."
+
+
+@pytest.mark.parametrize("text", [None, "", "no headings at all", "Hypotheses:"])
+def test_statement_parts_of_odd_text(text):
+    assert statement_parts(text) == {}
 
 
 @pytest.mark.parametrize(

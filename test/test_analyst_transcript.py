@@ -30,10 +30,11 @@ def session(analyst):
     spec = small_spec()
     gen = analyst.generate(spec)
     diag = analyst.diagnose(spec, gen.program, SCHEMA)
-    more = analyst.revise(spec, gen.program, diag.code, "corr: -0.9")
-    new = analyst.revise(spec, gen.program, diag.code + more.tests, "corr: -0.9\nsat: 0.4",
-                         history=[{"tests": more.tests, "results": "sat: 0.4"}])
-    answers = [gen, diag, more, new]
+    more = analyst.revise(spec, gen.program, "corr: -0.9", conversation=diag.conversation)
+    new = analyst.revise(spec, gen.program, "sat: 0.4", conversation=more.conversation)
+    fixed = analyst.generate(spec, failed_program=new.program, error="FitError: NaN",
+                             context=new.conversation)
+    answers = [gen, diag, more, new, fixed]
     keep = []
     for a in answers:
         d = {k: v for k, v in vars(a).items() if k != "calls"}
@@ -50,6 +51,7 @@ def script():
         Reply.text(f"```python\n{TESTS}```"),
         Reply.text(f"DECISION: more_tests\n```python\n{TESTS}```"),
         Reply.text(f"DECISION: revise\n```python\n{PROGRAM}```"),
+        Reply.text(GOOD),
     ]
 
 
@@ -60,11 +62,17 @@ def test_record_then_replay_is_identical_without_a_server(tmp_path, monkeypatch)
         recorded = session(RecordingAnalyst(live, path))
         base_url = server.base_url
     assert recorded[0]["program"] and recorded[3]["kind"] == "program"
+    assert recorded[4]["conversation"][: len(recorded[3]["conversation"])] == recorded[3][
+        "conversation"]
 
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(lines) == 5  # the 429 retry is inside one call; the correction is its own line
+    assert len(lines) == 6  # the 429 retry is inside one call; the correction is its own line
     assert {"hash", "role", "request", "response"} <= set(lines[0])
-    assert [ln["role"] for ln in lines] == ["generate", "generate", "diagnose", "revise", "revise"]
+    assert [ln["role"] for ln in lines] == ["generate", "generate", "diagnose", "revise", "revise",
+                                            "regenerate"]
+    # A continued request is recorded whole, so its hash covers the exchange before it.
+    assert lines[4]["request"]["messages"][: len(recorded[2]["conversation"])] == recorded[2][
+        "conversation"]
     assert KEY not in path.read_text()
 
     # The server is gone, and any attempt to open a connection fails the test.
@@ -159,6 +167,20 @@ def test_factory_builds_each_llm_analyst(tmp_path):
         assert rec.generate(small_spec()).ok
     replay = make_analyst("replay", config=AnalystConfig(), transcript=path)
     assert replay.name == "replay" and replay.generate(small_spec()).ok
+
+
+def test_the_more_tests_cap_is_part_of_the_request(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAIServer([Reply.text("DECISION: stop")]) as server:
+        rec = make_analyst("record", config=config_for(server), transcript=path,
+                           max_test_requests=2)
+        assert rec.max_test_requests == 2
+        assert rec.revise(small_spec(), PROGRAM, "r").kind == "stop"
+    same = make_analyst("replay", config=AnalystConfig(), transcript=path, max_test_requests=2)
+    assert same.revise(small_spec(), PROGRAM, "r").kind == "stop"
+    other = make_analyst("replay", config=AnalystConfig(), transcript=path)
+    with pytest.raises(TranscriptMiss):
+        other.revise(small_spec(), PROGRAM, "r")
 
 
 def test_factory_errors():

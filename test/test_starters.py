@@ -46,6 +46,7 @@ def test_door_starter_fits_one_demonstration() -> None:
     report = fit_il(policy, demo.inputs, demo.actions, ILConfig(max_epochs=200, progress=False),
                     spec=task.spec)
     assert report.best_val_nll < report.initial_val_nll
-    # moving toward the handle: the fitted gains keep the sign the author expected
+    # moving toward the handle and pulling it: the fitted gains keep the author's sign
     weights = report.weights
-    assert all(float(np.asarray(weights[k]).ravel()[0]) > 0 for k in ("k_x", "k_y", "k_z"))
+    gains = ("k_approach_xy", "k_approach_z", "k_pull")
+    assert all(float(np.asarray(weights[k]).ravel()[0]) > 0 for k in gains)

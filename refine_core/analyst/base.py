@@ -3,7 +3,10 @@
 Whoever writes programs and diagnostics (an LLM behind an HTTP endpoint, a replayed
 transcript, or the rule-based offline analyst) answers through these three methods, so the
 loop never needs to know which one it has. Every answer keeps the `LLMCall` records that
-produced it, because the run database stores each call (prompt, response, tokens, latency).
+produced it, because the run database stores each call (prompt, response, tokens, latency),
+and the `conversation` it belongs to, because the method has the analyst read its own
+diagnostic statement next to the results: the next question continues that exchange instead
+of starting over.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from refine_core.tasks.spec import TaskSpec
+
+#: Chat messages, oldest first, starting with the system message: {"role", "content"}.
+Conversation = list[dict[str, str]]
 
 DecisionKind = Literal["program", "tests", "stop"]
 DECISION_KINDS: tuple[str, ...] = ("program", "tests", "stop")
@@ -45,12 +51,18 @@ class LLMCall:
 
 @dataclass
 class ProgramAnswer:
-    """A policy program (source text), or `program=None` with `error` saying why not."""
+    """A policy program (source text), or `program=None` with `error` saying why not.
+
+    `conversation` is the exchange that produced it, ending with the analyst's answer; pass
+    it back as `generate(..., context=...)` if this program fails to build or fit, so the
+    repair request sees how the program came about.
+    """
 
     program: str | None
     reasoning: str = ""
     calls: list[LLMCall] = field(default_factory=list)
     error: str | None = None
+    conversation: Conversation = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -59,12 +71,18 @@ class ProgramAnswer:
 
 @dataclass
 class DiagnosticsAnswer:
-    """Diagnostic analysis code to run over the rollout table, or `code=None` with `error`."""
+    """Diagnostic analysis code to run over the rollout table, or `code=None` with `error`.
+
+    `reasoning` is the statement written before the code: task analysis, model summary,
+    expected nominal behaviour, anomalies to look for and hypotheses. The revision request
+    continues `conversation`, so the analyst judges the printed results against it.
+    """
 
     code: str | None
     reasoning: str = ""
     calls: list[LLMCall] = field(default_factory=list)
     error: str | None = None
+    conversation: Conversation = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +97,9 @@ class Decision:
     code for the same table), `kind="stop"` ends refinement. When the analyst could not give
     a usable answer, `kind` is "stop" and `error` is set, so a caller that ignores errors
     still terminates; a careful caller records the error and decides itself.
+    After a "tests" answer the caller runs the tests and calls `revise` again with this
+    `conversation`; after a "program" answer whose program then fails to fit, it passes this
+    `conversation` as the regeneration `context`.
     """
 
     kind: DecisionKind
@@ -87,6 +108,7 @@ class Decision:
     reasoning: str = ""
     calls: list[LLMCall] = field(default_factory=list)
     error: str | None = None
+    conversation: Conversation = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.kind not in DECISION_KINDS:
@@ -127,26 +149,39 @@ class Analyst(ABC):
         *,
         failed_program: str | None = None,
         error: str | None = None,
+        context: Conversation | None = None,
     ) -> ProgramAnswer:
-        """Write a program from the task spec; with `failed_program` and `error`, repair a
-        program that failed to build or fit."""
+        """Write a program from the task spec (zero-shot when nothing else is given).
+
+        With `failed_program` and/or `error` it repairs a program that failed to build or
+        fit. With `context` (the conversation of the answer that produced that program) the
+        repair continues that exchange, so the analyst sees the program, the error and the
+        diagnostic reasoning that led to it; without it the repair starts afresh.
+        """
 
     @abstractmethod
     def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
-        """Write diagnostic code for `program` knowing only the rollout table's column names."""
+        """Write diagnostic code for `program` knowing only the rollout table's column names.
+
+        `schema` lists `expert_<action>` columns only when expert relabels are switched on;
+        analysts must not assume them otherwise."""
 
     @abstractmethod
     def revise(
         self,
         spec: TaskSpec,
         program: str,
-        diagnostics: str,
         results: str,
         *,
-        history: list[dict] | None = None,
+        conversation: Conversation | None = None,
     ) -> Decision:
-        """Read the diagnostics' printed results and answer: a new program, more tests, or
-        stop. `history` lists earlier exchanges (dicts; see `prompts.render_history`)."""
+        """Read printed diagnostic results and answer: a new program, more tests, or stop.
+
+        `conversation` is the exchange the results belong to (the `DiagnosticsAnswer`'s, or
+        the previous "tests" `Decision`'s); the question continues it. Without it (the
+        diagnostics gave no usable code) the question starts afresh from the task, the
+        program and `results`.
+        """
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 
 from refine_core.analyst.base import Analyst
 from refine_core.analyst.config import AnalystConfig, load_config
+from refine_core.analyst.prompts import DEFAULT_MAX_TEST_REQUESTS
 
 ANALYST_NAMES: tuple[str, ...] = ("offline", "openai", "record", "replay")
 
@@ -24,12 +25,16 @@ def make_analyst(
     config: AnalystConfig | None = None,
     transcript: str | os.PathLike | None = None,
     task: Any = None,
+    max_test_requests: int = DEFAULT_MAX_TEST_REQUESTS,
 ) -> Analyst:
     """The analyst called `name`.
 
     `record` and `replay` need `transcript` (the JSONL path). `task` (a Task or a task name)
-    is passed to the offline analyst. Raises ValueError for an unknown name or a missing
-    transcript, `ConfigError` when `openai`/`record` has no endpoint configured.
+    is passed to the offline analyst. `max_test_requests` is the loop's cap on "more tests"
+    answers per round; LLM analysts state it in the revision request, so pass the loop's
+    value (and the same value when replaying a recording). Raises ValueError for an unknown
+    name or a missing transcript, `ConfigError` when `openai`/`record` has no endpoint
+    configured.
     """
     if name not in ANALYST_NAMES:
         raise ValueError(f"unknown analyst {name!r}; choose one of {', '.join(ANALYST_NAMES)}")
@@ -45,10 +50,11 @@ def make_analyst(
             transcript,
             max_corrections=config.max_corrections,
             results_max_chars=config.results_max_chars,
+            max_test_requests=max_test_requests,
         )
     from refine_core.analyst.openai_analyst import OpenAIAnalyst
 
-    live = OpenAIAnalyst(config)
+    live = OpenAIAnalyst(config, max_test_requests=max_test_requests)
     if name == "openai":
         return live
     from refine_core.analyst.transcript import RecordingAnalyst

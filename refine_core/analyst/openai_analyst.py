@@ -23,6 +23,7 @@ from refine_core.analyst.base import (
     Analyst,
     ChatBackend,
     ChatResult,
+    Conversation,
     Decision,
     DiagnosticsAnswer,
     LLMCall,
@@ -71,13 +72,17 @@ class LLMAnalyst(Analyst):
         name: str = "llm",
         max_corrections: int = 2,
         results_max_chars: int = prompts.RESULTS_MAX_CHARS,
+        max_test_requests: int = prompts.DEFAULT_MAX_TEST_REQUESTS,
     ) -> None:
         if max_corrections < 0:
             raise ValueError("max_corrections must be >= 0")
+        if max_test_requests < 0:
+            raise ValueError("max_test_requests must be >= 0")
         self.backend = backend
         self.name = name
         self.max_corrections = max_corrections
         self.results_max_chars = results_max_chars
+        self.max_test_requests = max_test_requests
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.backend.model!r})"
@@ -88,9 +93,13 @@ class LLMAnalyst(Analyst):
         messages: prompts.Messages,
         parse: Callable[[str], Any],
         expected: str,
-    ) -> tuple[Any | None, list[LLMCall], str | None]:
+    ) -> tuple[Any | None, list[LLMCall], str | None, Conversation]:
         """Ask, parse, and on an unusable answer ask again with the problem stated.
-        Returns (parsed result or None, the calls made, the final error or None)."""
+
+        Returns (parsed result or None, the calls made, the final error or None, the
+        conversation). The conversation keeps the corrections: it is what the model saw, and a
+        continued exchange must show the model its own words. It ends with the model's last
+        answer whenever there was one."""
         calls: list[LLMCall] = []
         history = list(messages)
         problem = "no answer"
@@ -109,18 +118,19 @@ class LLMAnalyst(Analyst):
             )
             calls.append(call)
             if result.error is not None or result.text is None:
-                return None, calls, result.error or "the endpoint returned no text"
+                return None, calls, result.error or "the endpoint returned no text", history
+            answered = history + [{"role": "assistant", "content": result.text}]
             parsed = parse(result.text)
             if parsed.error is None:
-                return parsed, calls, None
+                return parsed, calls, None, answered
             call.error = f"unusable answer: {parsed.error}"
             problem = parsed.error
             log.info("%s answer %d unusable: %s", role, attempt, problem)
-            history = history + [
-                {"role": "assistant", "content": result.text},
-                prompts.correction_message(problem, expected),
-            ]
-        return None, calls, f"unusable answer after {len(calls)} attempt(s): {problem}"
+            if attempt == self.max_corrections + 1:
+                history = answered
+                break
+            history = answered + [prompts.correction_message(problem, expected)]
+        return None, calls, f"unusable answer after {len(calls)} attempt(s): {problem}", history
 
     def generate(
         self,
@@ -128,57 +138,64 @@ class LLMAnalyst(Analyst):
         *,
         failed_program: str | None = None,
         error: str | None = None,
+        context: Conversation | None = None,
     ) -> ProgramAnswer:
-        role = "regenerate" if (failed_program is not None or error is not None) else "generate"
-        messages = prompts.generation_messages(spec, failed_program=failed_program, error=error)
-        parsed, calls, err = self._ask(
+        if failed_program is None and error is None:
+            role, messages = "generate", prompts.generation_messages(spec)
+        else:
+            role = "regenerate"
+            messages = prompts.regeneration_messages(
+                spec, failed_program=failed_program, error=error, context=context
+            )
+        parsed, calls, err, conversation = self._ask(
             role,
             messages,
             lambda text: parser.parse_program(text, spec.policy_class),
             prompts.PROGRAM_FORMAT,
         )
         if parsed is None:
-            return ProgramAnswer(None, _last_reasoning(calls), calls, err)
-        return ProgramAnswer(parsed.code, parsed.reasoning, calls, None)
+            return ProgramAnswer(None, _last_reasoning(calls), calls, err, conversation)
+        return ProgramAnswer(parsed.code, parsed.reasoning, calls, None, conversation)
 
     def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
         messages = prompts.diagnostics_messages(spec, program, list(schema))
-        parsed, calls, err = self._ask(
+        parsed, calls, err, conversation = self._ask(
             "diagnose",
             messages,
             lambda text: parser.parse_diagnostics(text, spec.policy_class),
             prompts.DIAGNOSTICS_FORMAT,
         )
         if parsed is None:
-            return DiagnosticsAnswer(None, _last_reasoning(calls), calls, err)
-        return DiagnosticsAnswer(parsed.code, parsed.reasoning, calls, None)
+            return DiagnosticsAnswer(None, _last_reasoning(calls), calls, err, conversation)
+        return DiagnosticsAnswer(parsed.code, parsed.reasoning, calls, None, conversation)
 
     def revise(
         self,
         spec: TaskSpec,
         program: str,
-        diagnostics: str,
         results: str,
         *,
-        history: list[dict] | None = None,
+        conversation: Conversation | None = None,
     ) -> Decision:
         messages = prompts.revision_messages(
             spec,
             program,
-            diagnostics,
             results,
-            history=history,
+            conversation=conversation,
             results_max_chars=self.results_max_chars,
+            max_test_requests=self.max_test_requests,
         )
-        parsed, calls, err = self._ask(
+        parsed, calls, err, exchange = self._ask(
             "revise",
             messages,
             lambda text: parser.parse_decision(text, spec.policy_class),
             prompts.REVISION_FORMAT,
         )
         if parsed is None:
-            return Decision("stop", reasoning=_last_reasoning(calls), calls=calls, error=err)
-        return Decision(parsed.kind, parsed.program, parsed.tests, parsed.reasoning, calls, None)
+            return Decision("stop", reasoning=_last_reasoning(calls), calls=calls, error=err,
+                            conversation=exchange)
+        return Decision(parsed.kind, parsed.program, parsed.tests, parsed.reasoning, calls, None,
+                        exchange)
 
 
 def _last_reasoning(calls: list[LLMCall]) -> str:
@@ -339,11 +356,13 @@ class OpenAIAnalyst(LLMAnalyst):
         *,
         backend: ChatBackend | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_test_requests: int = prompts.DEFAULT_MAX_TEST_REQUESTS,
     ) -> None:
         super().__init__(
             backend or OpenAIChatBackend(config, sleep=sleep),
             name="openai",
             max_corrections=config.max_corrections,
             results_max_chars=config.results_max_chars,
+            max_test_requests=max_test_requests,
         )
         self.config = config

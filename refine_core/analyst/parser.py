@@ -144,6 +144,56 @@ def _unfenced_code(text: str) -> str | None:
     return None
 
 
+def _reasoning(text: str) -> str:
+    """The answer's prose. For an unfenced answer that is the text before the code starts, so
+    a statement written ahead of unfenced code is kept and the code is not repeated in it."""
+    if _FENCE_OPEN.search(text):
+        return prose(text)
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
+    if start is None or _unfenced_code(text) is None:
+        return prose(text)
+    return "\n".join(lines[:start]).strip()
+
+
+_PART_HEADING = re.compile(
+    r"^[ \t>#*_-]*(?:\d+[.)][ \t]*)?[*_]*(task analysis|model summary|expected nominal behaviou?r"
+    r"|anomalies to look for|hypothes[ie]s)\b[*_]*[ \t]*[:.\-]?[*_]*[ \t]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+_PART_NAMES = {
+    "task analysis": "task_analysis",
+    "model summary": "model_summary",
+    "expected nominal behaviour": "expected_behaviour",
+    "expected nominal behavior": "expected_behaviour",
+    "anomalies to look for": "anomalies",
+    "hypotheses": "hypotheses",
+    "hypothesis": "hypotheses",
+}
+
+
+def statement_parts(reasoning: str) -> dict[str, str]:
+    """The five parts of the statement written before diagnostic code (task_analysis,
+    model_summary, expected_behaviour, anomalies, hypotheses), each as written; parts the
+    answer does not head are absent. Tolerates numbering, markdown emphasis and heading marks."""
+    if not isinstance(reasoning, str):
+        return {}
+    # A heading repeated right after itself ("Hypotheses:" then "Hypothesis 1: ...") is
+    # part of the same section, not a new one.
+    found: list[tuple[str, re.Match[str]]] = []
+    for match in _PART_HEADING.finditer(reasoning):
+        key = _PART_NAMES.get(re.sub(r"\s+", " ", match.group(1).lower()), "")
+        if not found or found[-1][0] != key:
+            found.append((key, match))
+    parts: dict[str, str] = {}
+    for i, (key, match) in enumerate(found):
+        end = found[i + 1][1].start() if i + 1 < len(found) else len(reasoning)
+        body = reasoning[match.end():end].strip()
+        if key and key not in parts and body:
+            parts[key] = body
+    return parts
+
+
 def _python_blocks(text: str) -> list[CodeBlock]:
     blocks = [b for b in extract_code_blocks(text) if b.is_python]
     if not blocks and not _FENCE_OPEN.search(text):
@@ -170,7 +220,7 @@ def parse_program(text: str, class_name: str) -> ParsedCode:
     """The program: the (last) Python block defining `class_name`."""
     if not isinstance(text, str) or not text.strip():
         return ParsedCode(None, "", "the answer is empty")
-    reasoning = prose(text)
+    reasoning = _reasoning(text)
     blocks = _python_blocks(text)
     candidates = [b for b in blocks if _defines(b.code, class_name)]
     if not candidates:
@@ -195,10 +245,12 @@ def parse_program(text: str, class_name: str) -> ParsedCode:
 
 def parse_diagnostics(text: str, class_name: str | None = None) -> ParsedCode:
     """Diagnostic code: every parsable Python block not defining the policy class, joined
-    in order (models often split helpers and checks over several blocks)."""
+    in order (models often split helpers and checks over several blocks). The reasoning is
+    the statement around the code (see `statement_parts`); an answer with a statement but no
+    code is unusable, so the model is asked again."""
     if not isinstance(text, str) or not text.strip():
         return ParsedCode(None, "", "the answer is empty")
-    reasoning = prose(text)
+    reasoning = _reasoning(text)
     blocks = _python_blocks(text)
     if class_name:
         blocks = [b for b in blocks if not _defines(b.code, class_name)]

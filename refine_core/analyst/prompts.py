@@ -3,11 +3,16 @@
 Prompts are built only from their arguments (no clock, no randomness), so the same
 question gives byte-identical messages; the replay transcript relies on that to find the
 recorded answer. The answer formats requested here are exactly the ones `parser` reads.
+
+Three questions start an exchange (zero-shot generation, diagnostics, and a revision or
+repair with nothing to continue); the others continue one by appending a single user
+message, because the method has the model read results and errors next to what it said
+before: its program, its statement of expected behaviour and its hypotheses.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,9 +20,12 @@ if TYPE_CHECKING:
 
 Messages = list[dict[str, str]]
 
-# Keep prompts bounded even when a sandbox prints a lot or history grows.
+# Keep prompts bounded even when a sandbox prints a lot or an error is long.
 RESULTS_MAX_CHARS = 20_000
-HISTORY_VALUE_MAX_CHARS = 4_000
+ERROR_MAX_CHARS = 6_000
+#: The published default for how many "more tests" answers one round honours.
+DEFAULT_MAX_TEST_REQUESTS = 5
+_ROLES = ("system", "user", "assistant")
 
 SYSTEM = """\
 You design and debug structured control policies: small PyTorch programs whose \
@@ -64,18 +72,30 @@ into slices of a tensor and do not use register_buffer.
 built-ins (for example input, max, min, abs, sum, type, lambda)."""
 
 REPAIR_INTRO = "Your previous program could not be used."
+#: How every correction message begins (lets tools tell corrections from questions).
+CORRECTION_INTRO = "Your answer could not be used"
 
 PROGRAM_FORMAT = """\
 Answer with a short explanation of the structure, then the complete program in one \
 ```python code block. Do not split the program over several blocks."""
 
-DIAGNOSTICS_RULES = """\
+#: The parts of the statement written before any diagnostic code, in order.
+STATEMENT_PARTS: tuple[str, ...] = (
+    "Task analysis",
+    "Model summary",
+    "Expected nominal behaviour",
+    "Anomalies to look for",
+    "Hypotheses",
+)
+
+_DIAGNOSTICS_RULES_BASE = """\
 Diagnostic code rules:
 - The code runs as a script with two pandas DataFrames already defined: `df`, the logged \
 rollouts of the fitted policy (one row per step; several episodes, told apart by the \
-`episode` column), and `demo`, the expert demonstration (check `demo.columns` before \
-relying on a column). numpy (as np), pandas (as pd) and scipy are importable; nothing else \
-is needed. There is no file, network or process access, and no plotting.
+`episode` column), and `demo`, the demonstration the program was fitted to (check \
+`demo.columns` before relying on a column). numpy (as np), pandas (as pd) and scipy are \
+importable; nothing else is needed. There is no file, network or process access, and no \
+plotting.
 - Print every result with a short label, e.g. print("sign of weight_k_steer:", value). \
 Only printed text comes back to you, truncated if very long, so print compact summaries \
 (numbers rounded, no full tables).
@@ -85,21 +105,39 @@ its name claims (recompute it from the observation columns and compare); correla
 simple regressions between observations, latents and actions; saturation rate of each \
 action; abrupt changes or oscillation over time; behaviour in specific states (for example, \
 in the steps where the state is bad, does the action push it back?); where the rollout \
-visits states the demonstration never visited; and where the expert action on the \
-policy's own states (expert_<action> columns) disagrees most with the policy.
-- Guard against missing columns and empty selections so one failed check does not hide \
-the others (wrap each check in its own try/except and print the error)."""
+visits states the demonstration never visited, and how the policy's actions in the rollout \
+compare with the demonstration's actions in similar states."""
 
-DIAGNOSTICS_FORMAT = """\
-Answer with one sentence per hypothesis you test, then all the code in one ```python \
-code block."""
+_DIAGNOSTICS_RULES_EXPERT = """\
+- The table also holds expert_<action> columns: the expert's action in the policy's own \
+states. Find where they disagree most with the policy's action and what the state looks \
+like there."""
 
-TABLE_CONVENTIONS = """\
+_DIAGNOSTICS_RULES_GUARD = """\
+- Write the code defensively: guard against missing columns, NaN values and empty \
+selections, and wrap each check in its own try/except that prints the error, so one failed \
+check does not hide the others."""
+
+DIAGNOSTICS_FORMAT = (
+    "Answer in two parts. First a statement with these five headed parts, in this order:\n"
+    "1. Task analysis: what a good controller for this task must do and what limits the "
+    "metric.\n"
+    "2. Model summary: what the program computes, term by term, and what each weight and "
+    "latent means.\n"
+    "3. Expected nominal behaviour: what the table should show if the program works as "
+    "intended (signs, ranges, relations between columns).\n"
+    "4. Anomalies to look for: the observable symptoms of each way it could fail.\n"
+    "5. Hypotheses: the concrete hypotheses your code tests, one per check.\n"
+    "Then all the code in one ```python code block."
+)
+
+_TABLE_CONVENTIONS = """\
 Column conventions: run_id, round, kind, episode, seed, step identify the row; observation \
 columns are named as in the task description; latent_* and weight_* are the program's info \
 keys; mean_<action> is the policy's action mean, act_<action> the executed (clipped) \
-action, expert_<action> the expert's action in the same state; reward, done; \
-next_<observation> is the observation after the step."""
+action{expert}; reward, done; next_<observation> is the observation after the step. The \
+demonstration table `demo` has the observation columns and act_<action> for the \
+demonstrated actions, but not the program's latents or weights."""
 
 REVISION_FORMAT = """\
 Choose exactly one of three answers and begin your answer with the matching line:
@@ -110,6 +148,19 @@ DECISION: more_tests — the results are not conclusive; give additional diagnos
 one ```python block (same rules: `df` and `demo` are defined, print the results; print(list(df.columns)) if you need the column names).
 DECISION: stop — the program behaves as intended and further changes are unlikely to help.
 After the DECISION line, explain in a few sentences which results led to your choice."""
+
+_REVISION_COMPARE = """\
+Compare these results with the statement you wrote before your code: for each hypothesis, \
+say whether the results support it, name every anomaly they show, and trace it to the part \
+of the program's structure that causes it."""
+
+_FRESH_REVISION_INTRO = """\
+No diagnostic code of yours could be run for this program; below is what is known about \
+its rollout."""
+
+_REGENERATE_ASK = """\
+Fix the cause of this error and keep the parts that were sound; what you concluded earlier \
+in this conversation still holds. Give the complete corrected program."""
 
 
 def _clip(text: str, limit: int) -> str:
@@ -132,103 +183,168 @@ def _fence(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
+def _results_block(results: str, limit: int) -> str:
+    text = _clip((results or "").strip(), limit) or "(nothing was printed)"
+    return f"```text\n{text}\n```"
+
+
 def _system() -> dict[str, str]:
     return {"role": "system", "content": SYSTEM}
 
 
-def generation_messages(
-    spec: TaskSpec, *, failed_program: str | None = None, error: str | None = None
+def _user(*parts: str) -> dict[str, str]:
+    return {"role": "user", "content": "\n\n".join(p for p in parts if p)}
+
+
+def has_expert_columns(schema: Sequence[str]) -> bool:
+    return any(str(c).startswith("expert_") for c in schema)
+
+
+def diagnostics_rules(*, expert: bool) -> str:
+    """The diagnostic rules; expert columns are described only when the table has them, so a
+    model is never told about information it cannot use."""
+    parts = [_DIAGNOSTICS_RULES_BASE]
+    if expert:
+        parts.append(_DIAGNOSTICS_RULES_EXPERT)
+    parts.append(_DIAGNOSTICS_RULES_GUARD)
+    return "\n".join(parts)
+
+
+def table_conventions(*, expert: bool) -> str:
+    extra = ", expert_<action> the expert's action in the same state" if expert else ""
+    return _TABLE_CONVENTIONS.format(expert=extra)
+
+
+def revision_instructions(max_test_requests: int) -> str:
+    """What to answer after results: the comparison asked for, the three-way format, the
+    more-tests budget and the rules a revised program follows."""
+    budget = (
+        f"One round honours at most {max_test_requests} requests for more tests; after "
+        "that the round ends without a revision."
+    )
+    return "\n\n".join([_REVISION_COMPARE, REVISION_FORMAT, budget,
+                         "A revised program follows these rules:\n" + GENERATION_RULES])
+
+
+def clean_conversation(conversation: object) -> Messages:
+    """A copy of `conversation` holding only well-formed chat messages, or [] when nothing
+    usable is left (then the caller starts a fresh exchange instead of continuing)."""
+    if not isinstance(conversation, (list, tuple)):
+        return []
+    out: Messages = []
+    for message in conversation:
+        if not isinstance(message, dict):
+            continue
+        role, content = message.get("role"), message.get("content")
+        if role in _ROLES and isinstance(content, str):
+            out.append({"role": role, "content": content})
+    if not any(m["role"] == "user" for m in out):
+        return []
+    return out
+
+
+def generation_messages(spec: TaskSpec) -> Messages:
+    """Zero-shot generation from the task description, the contract and the rules."""
+    return [
+        _system(),
+        _user(spec.describe(), contract(spec), GENERATION_RULES,
+              f"Write a first version of {spec.policy_class} for this task.", PROGRAM_FORMAT),
+    ]
+
+
+def regeneration_messages(
+    spec: TaskSpec,
+    *,
+    failed_program: str | None = None,
+    error: str | None = None,
+    context: object = None,
 ) -> Messages:
-    """Zero-shot generation, or repair of a program that failed to build or fit."""
-    parts = [spec.describe(), contract(spec), GENERATION_RULES]
-    if failed_program is not None or error is not None:
-        parts.append(REPAIR_INTRO)
-        if failed_program is not None:
-            parts.append("Previous program:\n" + _fence(failed_program))
-        if error is not None:
-            parts.append("Error while building or fitting it:\n" + _clip(error.strip(), 6_000))
-        parts.append("Fix the cause of this error and keep the parts that were sound.")
-    else:
-        parts.append(f"Write a first version of {spec.policy_class} for this task.")
-    parts.append(PROGRAM_FORMAT)
-    return [_system(), {"role": "user", "content": "\n\n".join(parts)}]
+    """Repair of a program that failed to build or fit.
+
+    With a usable `context` the request continues it, and the failed program is quoted only
+    if the context's last answer does not already contain it; without one the request is a
+    fresh exchange carrying the task, the contract, the rules and the program."""
+    history = clean_conversation(context)
+    error_part = (
+        "Error while building or fitting it:\n" + _clip(error.strip(), ERROR_MAX_CHARS)
+        if error is not None
+        else "(no error text was given)"
+    )
+    if history:
+        last = history[-1]["content"] if history[-1]["role"] == "assistant" else ""
+        quoted = (
+            "The program that failed:\n" + _fence(failed_program)
+            if failed_program is not None and failed_program.strip() not in last
+            else ""
+        )
+        return history + [_user(REPAIR_INTRO, quoted, error_part, _REGENERATE_ASK, PROGRAM_FORMAT)]
+    quoted = "Previous program:\n" + _fence(failed_program) if failed_program is not None else ""
+    return [
+        _system(),
+        _user(spec.describe(), contract(spec), GENERATION_RULES, REPAIR_INTRO, quoted, error_part,
+              "Fix the cause of this error and keep the parts that were sound.", PROGRAM_FORMAT),
+    ]
 
 
 def diagnostics_messages(spec: TaskSpec, program: str, schema: list[str]) -> Messages:
-    """Ask for analysis code from the program and the column names only (no numbers)."""
+    """Ask for the statement and the analysis code from the program and the column names
+    only (no numbers)."""
+    expert = has_expert_columns(schema)
     columns = ", ".join(str(c) for c in schema)
-    parts = [
-        spec.describe(),
-        contract(spec),
-        "The program below has been fitted to the demonstration and rolled out:\n"
-        + _fence(program),
-        f"The rollout table `df` has these columns ({len(schema)}):\n{columns}",
-        TABLE_CONVENTIONS,
-        DIAGNOSTICS_RULES,
-        "Write diagnostic code that tests whether this program behaves as its structure "
-        "intends and finds the structural flaws that limit its performance on the metric.",
-        DIAGNOSTICS_FORMAT,
+    return [
+        _system(),
+        _user(
+            spec.describe(),
+            contract(spec),
+            "The program below has been fitted to the demonstration and rolled out:\n"
+            + _fence(program),
+            f"The rollout table `df` has these columns ({len(schema)}):\n{columns}",
+            table_conventions(expert=expert),
+            diagnostics_rules(expert=expert),
+            "Write diagnostic code that tests whether this program behaves as its structure "
+            "intends and finds the structural flaws that limit its performance on the metric.",
+            DIAGNOSTICS_FORMAT,
+        ),
     ]
-    return [_system(), {"role": "user", "content": "\n\n".join(parts)}]
-
-
-def render_history(history: list[dict] | None) -> str:
-    """Earlier exchanges, oldest first. Each entry is a dict; the keys round, decision,
-    metric, reasoning, tests and results are shown in that order, any other key after them
-    as `key: value`."""
-    if not history:
-        return ""
-    known = ("round", "decision", "metric", "reasoning", "tests", "results")
-    out: list[str] = []
-    for i, entry in enumerate(history, 1):
-        if not isinstance(entry, dict):
-            entry = {"note": entry}
-        lines = [f"Entry {i}:"]
-        keys = [k for k in known if k in entry] + sorted(
-            (str(k) for k in entry if k not in known), key=str
-        )
-        for key in keys:
-            value = entry.get(key)
-            if value is None:
-                continue
-            text = value if isinstance(value, str) else json.dumps(value, default=str)
-            text = _clip(text.strip(), HISTORY_VALUE_MAX_CHARS)
-            if key == "tests":
-                lines.append("tests:\n" + _fence(text))
-            elif "\n" in text:
-                lines.append(f"{key}:\n{text}")
-            else:
-                lines.append(f"{key}: {text}")
-        out.append("\n".join(lines))
-    return "\n\n".join(out)
 
 
 def revision_messages(
     spec: TaskSpec,
     program: str,
-    diagnostics: str,
     results: str,
     *,
-    history: list[dict] | None = None,
+    conversation: object = None,
     results_max_chars: int = RESULTS_MAX_CHARS,
+    max_test_requests: int = DEFAULT_MAX_TEST_REQUESTS,
 ) -> Messages:
-    """Ask for the three-way answer after the diagnostics ran over the rollout table."""
-    parts = [
-        spec.describe(),
-        contract(spec),
-        "Current program (fitted to the demonstration, then rolled out):\n" + _fence(program),
+    """Ask for the three-way answer after diagnostic code ran over the rollout table.
+
+    With a usable `conversation` (the diagnostics exchange, or the exchange that asked for
+    more tests) one user message with the results and the instructions is appended; without
+    one, a fresh exchange carries the task, the contract, the program and the results."""
+    history = clean_conversation(conversation)
+    instructions = revision_instructions(max_test_requests)
+    block = _results_block(results, results_max_chars)
+    if history:
+        followup = any(
+            m["role"] == "user" and REVISION_FORMAT in m["content"] for m in history[1:]
+        )
+        header = (
+            "Printed results of your additional tests:"
+            if followup
+            else "Your diagnostic code ran over the rollout table. Its printed results:"
+        )
+        return history + [_user(header + "\n" + block, instructions)]
+    return [
+        _system(),
+        _user(
+            spec.describe(),
+            contract(spec),
+            "Current program (fitted to the demonstration, then rolled out):\n" + _fence(program),
+            _FRESH_REVISION_INTRO + "\n" + block,
+            instructions.replace(_REVISION_COMPARE + "\n\n", ""),
+        ),
     ]
-    earlier = render_history(history)
-    if earlier:
-        parts.append("Earlier in this refinement:\n" + earlier)
-    parts += [
-        "Diagnostic code that was run over the rollout table:\n" + _fence(diagnostics),
-        "Its printed results:\n```text\n"
-        + (_clip(results.strip(), results_max_chars) or "(nothing was printed)")
-        + "\n```",
-        REVISION_FORMAT,
-    ]
-    return [_system(), {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def correction_message(problem: str, expected: str) -> dict[str, str]:
@@ -236,7 +352,7 @@ def correction_message(problem: str, expected: str) -> dict[str, str]:
     return {
         "role": "user",
         "content": (
-            f"Your answer could not be used: {problem}.\n\n"
+            f"{CORRECTION_INTRO}: {problem}.\n\n"
             f"Please answer again. {expected}"
         ),
     }

@@ -151,26 +151,32 @@ class ReplayBackend:
 
 
 class RecordingAnalyst(LLMAnalyst):
-    """`inner` (an LLM analyst or a chat backend) with every exchange written to `path`."""
+    """`inner` (an LLM analyst or a chat backend) with every exchange written to `path`.
+
+    Continued conversations need nothing special: each request carries the whole exchange, so
+    its hash already names everything that came before it."""
 
     def __init__(self, inner: LLMAnalyst | ChatBackend, path: str | os.PathLike) -> None:
         if isinstance(inner, LLMAnalyst):
             backend, corrections, limit = inner.backend, inner.max_corrections, inner.results_max_chars
+            budget = inner.max_test_requests
         else:
             backend, corrections, limit = inner, 2, prompts.RESULTS_MAX_CHARS
+            budget = prompts.DEFAULT_MAX_TEST_REQUESTS
         super().__init__(
             RecordingBackend(backend, path),
             name="record",
             max_corrections=corrections,
             results_max_chars=limit,
+            max_test_requests=budget,
         )
         self.path = Path(path)
 
 
 class ReplayAnalyst(LLMAnalyst):
     """Answers from a recorded transcript with no network. Raises `TranscriptMiss` on a
-    request the transcript does not contain. `max_corrections` and `results_max_chars` must
-    match the recording run's settings for the requests to match."""
+    request the transcript does not contain. `max_corrections`, `results_max_chars` and
+    `max_test_requests` must match the recording run's settings for the requests to match."""
 
     def __init__(
         self,
@@ -178,9 +184,11 @@ class ReplayAnalyst(LLMAnalyst):
         *,
         max_corrections: int = 2,
         results_max_chars: int | None = None,
+        max_test_requests: int = prompts.DEFAULT_MAX_TEST_REQUESTS,
     ) -> None:
         kwargs = {} if results_max_chars is None else {"results_max_chars": results_max_chars}
         super().__init__(
-            ReplayBackend(path), name="replay", max_corrections=max_corrections, **kwargs
+            ReplayBackend(path), name="replay", max_corrections=max_corrections,
+            max_test_requests=max_test_requests, **kwargs
         )
         self.path = Path(path)

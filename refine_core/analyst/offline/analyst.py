@@ -3,13 +3,26 @@
 Why it exists: the method must run (and be tested, and demoed) where no model endpoint is
 configured. For the bundled tasks it starts from the bundled starter program, writes the
 generated diagnostic battery, and revises by picking the first catalogue edit whose trigger
-fires on the printed results. Everything it knows about a program's history is in the
-program text (`# refine-edit:` lines), so the same inputs always give the same answer.
+fires on the printed results. Its revisions are pre-written programs for the two bundled
+tasks, so a run with it demonstrates the machinery and is never evidence for the method.
+Everything it knows about a program's history is in the program text (`# refine-edit:`
+lines) and in the conversation it is handed back, so the same inputs give the same answer.
+
+It needs no expert relabels: its triggers read checks against the demonstration, and the
+expert checks appear in its battery only when the table has expert_<action> columns.
+Its conversations are records of what it was given and what it answered (no model reads
+them); a continued `revise` reads the earlier results from them.
 """
 
 from __future__ import annotations
 
-from refine_core.analyst.base import Analyst, Decision, DiagnosticsAnswer, ProgramAnswer
+from refine_core.analyst.base import (
+    Analyst,
+    Conversation,
+    Decision,
+    DiagnosticsAnswer,
+    ProgramAnswer,
+)
 from refine_core.analyst.offline.battery import diagnostic_battery
 from refine_core.analyst.offline.catalogue import (
     CheckResult,
@@ -24,6 +37,11 @@ from refine_core.analyst.offline.introspect import info_keys
 from refine_core.tasks.spec import TaskSpec
 
 IDENTITY = "Offline rule-based analyst (deterministic, no network; this is not an LLM)."
+PREWRITTEN = (
+    "Its revisions are pre-written programs from a catalogue for the two bundled tasks, "
+    "chosen by fixed rules; they are not analysis and not LLM output."
+)
+RESULTS_HEADER = "Printed results:"
 NEEDS_LLM = (
     "the offline analyst has no starter program or edit catalogue for task {task!r}; "
     "an LLM endpoint is needed (configure --analyst openai with a model, base URL and key)"
@@ -86,6 +104,26 @@ class OfflineAnalyst(Analyst):
         *,
         failed_program: str | None = None,
         error: str | None = None,
+        context: Conversation | None = None,
+    ) -> ProgramAnswer:
+        # `context` is not needed: what a rule-based repair depends on (the edits applied) is
+        # written in the failed program itself.
+        answer = self._generate(spec, failed_program=failed_program, error=error)
+        ask = (
+            f"Write the first program for task {spec.name}."
+            if failed_program is None and error is None
+            else f"The program failed to build or fit: {error or 'no error text'}"
+        )
+        answer.conversation = _exchange(
+            context if failed_program is not None or error is not None else None,
+            ask,
+            _with_code(answer.reasoning if answer.program else f"{answer.reasoning}\n{answer.error}",
+                       answer.program),
+        )
+        return answer
+
+    def _generate(
+        self, spec: TaskSpec, *, failed_program: str | None, error: str | None
     ) -> ProgramAnswer:
         if not catalogue_for(spec.name):
             return ProgramAnswer(
@@ -97,8 +135,8 @@ class OfflineAnalyst(Analyst):
             return ProgramAnswer(
                 program=render(spec.name, ()),
                 reasoning=(
-                    f"{IDENTITY} Starting from the bundled starter program for {spec.name}: "
-                    "a deliberately simple structure the catalogue of edits can grow."
+                    f"{IDENTITY} Starting from the bundled starter program for {spec.name}, a "
+                    "zero-shot program written independently from the generation prompt."
                 ),
             )
         if failed_program.startswith(SAFE_MARKER):
@@ -129,15 +167,32 @@ class OfflineAnalyst(Analyst):
 
     # -- diagnostics ------------------------------------------------------------------------
     def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
-        code = diagnostic_battery(spec, program, list(schema))
+        columns = [str(c) for c in schema]
+        code = diagnostic_battery(spec, program, columns)
+        expert = sorted(c for c in columns if c.startswith("expert_"))
+        relabels = (
+            f"expert relabels are in the table ({', '.join(expert)}), so expert-agreement checks "
+            "are included"
+            if expert
+            else "there are no expert relabels, so every check compares the rollout with the "
+            "demonstration and with the program's own intent"
+        )
+        reasoning = (
+            f"{IDENTITY} Generated battery from the program and {len(columns)} column names "
+            f"(no rollout numbers): weight signs against their initial signs, reconstruction "
+            f"of closed-form latents, action saturation and oscillation against the "
+            f"demonstration, how much of the demonstrated action the program's own features "
+            f"explain, rollout-vs-demonstration shift of states and actions, task-specific "
+            f"behaviour checks and the task metric; {relabels}."
+        )
+        ask = (
+            f"Write diagnostics for task {spec.name}.\nProgram edits applied: "
+            f"{', '.join(applied_edits(program)) or 'none'}\nColumns: {', '.join(columns)}"
+        )
         return DiagnosticsAnswer(
             code=code,
-            reasoning=(
-                f"{IDENTITY} Generated battery from the program and {len(schema)} column names: "
-                "weight signs against their initial signs, reconstruction of closed-form latents, "
-                "action saturation, latent-action correlations, rollout-vs-demonstration shift "
-                "per observation column, expert-disagreement hot spots and the task metric."
-            ),
+            reasoning=reasoning,
+            conversation=_exchange(None, ask, _with_code(reasoning, code)),
         )
 
     # -- revision ---------------------------------------------------------------------------
@@ -145,11 +200,19 @@ class OfflineAnalyst(Analyst):
         self,
         spec: TaskSpec,
         program: str,
-        diagnostics: str,
         results: str,
         *,
-        history: list[dict] | None = None,
+        conversation: Conversation | None = None,
     ) -> Decision:
+        earlier = _earlier_results(conversation)
+        decision = self._decide(spec, program, "\n".join([*earlier, results or ""]))
+        text = f"DECISION: {_DECISION_WORD[decision.kind]}\n{decision.reasoning}"
+        decision.conversation = _exchange(
+            conversation, f"{RESULTS_HEADER}\n{results or ''}", _with_code(text, decision.program or decision.tests)
+        )
+        return decision
+
+    def _decide(self, spec: TaskSpec, program: str, results: str) -> Decision:
         edits = catalogue_for(spec.name)
         if not edits:
             return Decision(
@@ -177,17 +240,19 @@ class OfflineAnalyst(Analyst):
                     kind="program",
                     program=edit.apply(program),
                     reasoning=(
-                        f"{IDENTITY} {summary} Applying catalogue edit {edit.id!r} because "
-                        f"{'; '.join(held)}. {edit.description}"
+                        f"{IDENTITY} {PREWRITTEN} {summary} Applying catalogue edit {edit.id!r} "
+                        f"because {'; '.join(held)}. {edit.description}"
                     ),
                 )
             if missing and len(missing) == len(edit.trigger.conditions()):
                 waiting.append((edit, missing))
         if waiting and FOCUS_MARKER not in parsed:
             checks = sorted({m.split(" ")[0].rsplit(".", 1)[0] for _, ms in waiting for m in ms})
+            table = parsed.get("table")
+            expert = bool(table is not None and (table.number("expert") or 0) > 0)
             return Decision(
                 kind="tests",
-                tests=focused_tests(spec, program, checks),
+                tests=focused_tests(spec, program, checks, expert=expert),
                 reasoning=(
                     f"{IDENTITY} The results lack the checks that decide edits "
                     f"{[e.id for e, _ in waiting]}; asking once for a focused re-run of {checks}."
@@ -200,6 +265,35 @@ class OfflineAnalyst(Analyst):
             else f"no trigger fired for the remaining edits {remaining}"
         )
         return Decision(kind="stop", reasoning=f"{IDENTITY} {summary} Stopping: {why}.")
+
+
+_DECISION_WORD = {"program": "revise", "tests": "more_tests", "stop": "stop"}
+
+
+def _with_code(text: str, code: str | None) -> str:
+    return f"{text.strip()}\n\n```python\n{code.rstrip()}\n```" if code else text.strip()
+
+
+def _exchange(previous: Conversation | None, ask: str, answer: str) -> Conversation:
+    """`previous` (or a new record opened by the identity line) plus one question and answer."""
+    history = [dict(m) for m in previous if isinstance(m, dict)] if isinstance(previous, list) else []
+    if not history:
+        history = [{"role": "system", "content": IDENTITY}]
+    return history + [{"role": "user", "content": ask}, {"role": "assistant", "content": answer}]
+
+
+def _earlier_results(conversation: Conversation | None) -> list[str]:
+    """The printed results handed to earlier `revise` calls of this exchange, oldest first."""
+    if not isinstance(conversation, list):
+        return []
+    out = []
+    for message in conversation:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str) and content.startswith(RESULTS_HEADER):
+            out.append(content[len(RESULTS_HEADER):].lstrip("\n"))
+    return out
 
 
 def _summary(parsed: dict[str, CheckResult]) -> str:
@@ -215,12 +309,13 @@ def _summary(parsed: dict[str, CheckResult]) -> str:
     return "; ".join(parts) + "."
 
 
-def focused_tests(spec: TaskSpec, program: str, checks: list[str]) -> str:
-    """The battery restricted to `checks` (by id prefix), on the schema the program implies,
-    plus a marker line so the analyst asks for focused tests only once."""
+def focused_tests(spec: TaskSpec, program: str, checks: list[str], *, expert: bool = False) -> str:
+    """The battery restricted to `checks` (by id prefix), on the schema the program implies
+    (with expert columns only when the table has them), plus a marker line so the analyst
+    asks for focused tests only once."""
     schema = list(spec.observation_columns) + list(info_keys(program, spec))
     for a in spec.action_names:
-        schema += [f"mean_{a}", f"act_{a}", f"expert_{a}"]
+        schema += [f"mean_{a}", f"act_{a}"] + ([f"expert_{a}"] if expert else [])
     schema += ["reward", "done"]
     code = diagnostic_battery(spec, program, schema)
     kept: list[str] = []

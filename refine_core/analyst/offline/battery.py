@@ -5,7 +5,12 @@ weights it reports and what sign its author expected, which latents are closed-f
 combinations that can be recomputed) and on the table's columns, and METHOD.md has the
 diagnostics written from the program and the column names only, before any rollout number is
 seen. The output is plain Python over `df` (the rollout) and `demo` (the demonstration) using
-NumPy, pandas and SciPy. Every check prints one line
+NumPy, pandas and SciPy.
+
+The reference for "how should it behave" is the demonstration, which every run has; expert
+relabels (expert_<action> columns) are privileged information that is switched off by
+default, so checks that need them are generated only when the schema has them, and every
+check the catalogue triggers on has a demonstration-based form. Every check prints one line
 
     CHECK <id> <PASS|FAIL|INFO|SKIP|ERROR> key=value ...
 
@@ -67,9 +72,24 @@ def _col(frame, name):
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
 
 
+_FRAME = [None]
+
+
 def C(name):
-    """A rollout column as the program sees it (NaN replaced by zero, like nan_to_num)."""
-    return np.nan_to_num(_col(df, name))
+    """A column as the program sees it (NaN replaced by zero, like nan_to_num), read from the
+    rollout unless `_on` points it at another frame."""
+    return np.nan_to_num(_col(df if _FRAME[0] is None else _FRAME[0], name))
+
+
+def _on(frame, fn):
+    """Evaluate `fn` (an expression over C) on the rows of `frame`."""
+    if frame is None:
+        raise _Missing("demo")
+    _FRAME[0] = frame
+    try:
+        return np.asarray(fn(), dtype=float) * np.ones(len(frame))
+    finally:
+        _FRAME[0] = None
 
 
 def _sigmoid(x):
@@ -110,7 +130,7 @@ def _clipped_mean(action, low, high):
 def _table_check(check):
     episodes = len(_groups(df))
     _emit(check, "INFO", rows=len(df), episodes=episodes, columns=len(df.columns),
-          demo_rows=0 if demo is None else len(demo))
+          demo_rows=0 if demo is None else len(demo), expert=len(EXPERT))
 
 
 def _sign_check(check, key, initial):
@@ -149,21 +169,49 @@ def _saturation_check(check, action, low, high):
     outside = float(np.mean((mean < low) | (mean > high)))
     values = dict(low=at_low, high=at_high, mean_outside=outside)
     status = "INFO"
-    if "expert_" + action in df.columns:
+    if demo is not None and "act_" + action in demo.columns:
+        shown = _col(demo, "act_" + action)
+        d_low = float(np.mean(shown <= low + span))
+        d_high = float(np.mean(shown >= high - span))
+        values.update(demo_low=d_low, demo_high=d_high)
+        status = "FAIL" if max(abs(at_low - d_low), abs(at_high - d_high)) > 0.3 else "PASS"
+    if action in EXPERT:
         expert = _col(df, "expert_" + action)
-        e_low = float(np.mean(expert <= low + span))
-        e_high = float(np.mean(expert >= high - span))
-        values.update(expert_low=e_low, expert_high=e_high)
-        status = "FAIL" if max(abs(at_low - e_low), abs(at_high - e_high)) > 0.3 else "PASS"
+        values.update(expert_low=float(np.mean(expert <= low + span)),
+                      expert_high=float(np.mean(expert >= high - span)))
     _emit(check, status, **values)
 
 
 def _corr_check(check, latent, action):
     lat = _col(df, latent)
     values = dict(r=_corr(lat, _col(df, "mean_" + action)))
-    if "expert_" + action in df.columns:
+    if action in EXPERT:
         values["r_expert"] = _corr(lat, _col(df, "expert_" + action))
     _emit(check, "INFO", **values)
+
+
+def _demofit_check(check, action, features):
+    """How much of the demonstrated action the program's own features explain linearly
+    (least squares with a bias on the demonstration's states), next to the same fit of the
+    policy's action mean on the rollout's states."""
+    names = sorted(features)
+    if not names:
+        raise _Missing("features")
+    shown = _col(demo, "act_" + action) if demo is not None else None
+    if shown is None:
+        raise _Missing("demo")
+
+    def r2(frame, target):
+        x = np.column_stack([_on(frame, features[n]) for n in names] + [np.ones(len(frame))])
+        ok = np.all(np.isfinite(x), axis=1) & np.isfinite(target)
+        if ok.sum() <= x.shape[1] or np.std(target[ok]) < 1e-12:
+            return float("nan")
+        coef, *_ = np.linalg.lstsq(x[ok], target[ok], rcond=None)
+        resid = target[ok] - x[ok] @ coef
+        return 1.0 - float(np.var(resid)) / float(np.var(target[ok]))
+
+    _emit(check, "INFO", r2_demo=r2(demo, shown), r2_policy=r2(df, _col(df, "mean_" + action)),
+          features=len(names))
 
 
 def _shift_check(check, column):
@@ -249,17 +297,26 @@ def _flips(x):
 
 
 def _temporal_check(check, action):
+    """Sign changes of the action's increments per step (oscillation), against the
+    demonstration's (and the expert relabels' when present)."""
     flips, expert_flips, jumps = [], [], []
     for g in _groups(df):
         mean = _col(g, "mean_" + action)
         flips.append(_flips(mean))
         jumps.append(float(np.nanmean(np.abs(np.diff(mean)))) if len(mean) > 1 else float("nan"))
-        if "expert_" + action in g.columns:
+        if action in EXPERT:
             expert_flips.append(_flips(_col(g, "expert_" + action)))
     flip = float(np.nanmean(flips)) if flips else float("nan")
-    expert_flip = float(np.nanmean(expert_flips)) if expert_flips else float("nan")
-    ratio = flip / expert_flip if expert_flip and math.isfinite(expert_flip) else float("nan")
-    _emit(check, "INFO", flip_rate=flip, expert_flip_rate=expert_flip, flip_ratio=ratio,
+    values = dict(flip_rate=flip)
+    if demo is not None and "act_" + action in demo.columns:
+        demo_flip = _flips(_col(demo, "act_" + action))
+        values.update(demo_flip_rate=demo_flip,
+                      flip_ratio=flip / demo_flip if demo_flip and math.isfinite(demo_flip) else float("nan"))
+    if expert_flips:
+        expert_flip = float(np.nanmean(expert_flips))
+        values.update(expert_flip_rate=expert_flip,
+                      expert_flip_ratio=flip / expert_flip if expert_flip and math.isfinite(expert_flip) else float("nan"))
+    _emit(check, "INFO", **values,
           mean_abs_step=float(np.nanmean(jumps)) if jumps else float("nan"))
 
 
@@ -270,6 +327,61 @@ def _metric_generic(check):
 '''
 
 _CAR_METRIC = '''
+
+def _on_track(frame, offset):
+    return np.abs(np.nan_to_num(_col(frame, offset))) <= HALF_WIDTH
+
+
+def _bend_speed_check(check, offset, speed, bend):
+    """Speed on the track where the road ahead bends, rollout against demonstration: a car
+    that is faster there than the demonstration was is asking for more grip than it has."""
+    out = {}
+    for label, frame in (("roll", df), ("demo", demo)):
+        if frame is None:
+            raise _Missing("demo")
+        sel = _on_track(frame, offset) & (_on(frame, bend) > BEND_RAD)
+        out[label] = float(np.mean(_col(frame, speed)[sel])) if sel.any() else float("nan")
+        out[label + "_rows"] = int(sel.sum())
+    ratio = out["roll"] / out["demo"] if out["demo"] and math.isfinite(out["demo"]) else float("nan")
+    status = "FAIL" if ratio > 1.15 else "PASS" if math.isfinite(ratio) else "INFO"
+    _emit(check, status, roll_speed=out["roll"], demo_speed=out["demo"], ratio=ratio,
+          roll_rows=out["roll_rows"], demo_rows=out["demo_rows"])
+
+
+def _traction_check(check, speed, rear, steer, gas):
+    """Wheel spin and gas under hard steering, rollout against demonstration: a rear-wheel
+    drive car that keeps the gas on while steering hard spins its rear wheels and slides."""
+    out = {}
+    for label, frame in (("roll", df), ("demo", demo)):
+        if frame is None:
+            raise _Missing("demo")
+        spin = 0.5 * (_col(frame, rear[0]) + _col(frame, rear[1])) - _col(frame, speed)
+        hard = np.abs(np.nan_to_num(_col(frame, steer))) > STEER_HARD
+        out[label + "_spin_frac"] = float(np.mean(spin > SPIN))
+        out[label + "_gas_hard"] = float(np.mean(_col(frame, gas)[hard])) if hard.any() else 0.0
+        out[label + "_hard_frac"] = float(np.mean(hard))
+    spin_excess = out["roll_spin_frac"] - out["demo_spin_frac"]
+    gas_excess = out["roll_gas_hard"] - out["demo_gas_hard"]
+    status = "FAIL" if spin_excess > 0.2 or gas_excess > 0.3 else "PASS"
+    _emit(check, status, spin_excess=spin_excess, gas_hard_excess=gas_excess, **out)
+
+
+def _offtrack_check(check, offset):
+    """How often the car leaves the track, per 1000 steps, against the demonstration."""
+    rates = {}
+    for label, frame in (("roll", df), ("demo", demo)):
+        if frame is None:
+            raise _Missing("demo")
+        entries, steps = 0, 0
+        for g in _groups(frame) if label == "roll" else [frame]:
+            off = ~_on_track(g, offset)
+            entries += int(np.sum(off[1:] & ~off[:-1]) + (1 if len(off) and off[0] else 0))
+            steps += len(g)
+        rates[label] = 1000.0 * entries / max(steps, 1)
+    ratio = rates["roll"] / max(rates["demo"], 1.0)
+    _emit(check, "FAIL" if ratio > 3.0 else "PASS", roll_per_1000=rates["roll"],
+          demo_per_1000=rates["demo"], ratio=ratio)
+
 
 def _metric_car(check, offset, speed):
     returns, offtrack, speeds, steps = [], [], [], []
@@ -303,9 +415,65 @@ def _metric_door(check, gripper, handle, target):
         near.append(float(np.mean(reach < NEAR_HANDLE)))
     demo_min = float(np.nanmin(_distance(demo, handle, target))) if demo is not None else float("nan")
     _emit(check, "INFO", min_handle_target=float(np.mean(mins)), demo_min=demo_min,
-          initial=float(np.mean(initial)), final=float(np.mean(final)),
-          decrease_frac=float(np.mean(decrease)), min_gripper_handle=float(np.mean(grip_min)),
-          near_frac=float(np.mean(near)))
+          gap=float(np.mean(mins)) - demo_min, initial=float(np.mean(initial)),
+          final=float(np.mean(final)), decrease_frac=float(np.mean(decrease)),
+          min_gripper_handle=float(np.mean(grip_min)), near_frac=float(np.mean(near)))
+
+
+def _contact_step(frame, gripper, handle):
+    reach = _distance(frame, gripper, handle)
+    hits = np.flatnonzero(reach < NEAR_HANDLE)
+    return int(hits[0]) if len(hits) else len(frame)
+
+
+def _approach_facts(frame, gripper, handle):
+    """(first step at the handle, steps spent aligned above it before that)."""
+    contact = _contact_step(frame, gripper, handle)
+    flat = _distance(frame, gripper[:2], handle[:2])
+    above = _col(frame, gripper[2]) - _col(frame, handle[2])
+    waiting = (flat < ALIGNED_XY) & (above > ABOVE)
+    return contact, int(np.sum(waiting[:contact]))
+
+
+def _approach_check(check, gripper, handle):
+    """How long the gripper takes to reach the handle and how long it waits above it once
+    aligned, against the demonstration."""
+    if demo is None:
+        raise _Missing("demo")
+    roll = [_approach_facts(g, gripper, handle) for g in _groups(df)]
+    d_contact, d_wait = _approach_facts(demo, gripper, handle)
+    contact = float(np.mean([c for c, _ in roll]))
+    wait = float(np.mean([w for _, w in roll]))
+    ratio = contact / max(d_contact, 1)
+    status = "FAIL" if wait - d_wait > 10 or ratio > 1.5 else "PASS"
+    _emit(check, status, contact_step=contact, demo_contact_step=d_contact, contact_ratio=ratio,
+          wait_steps=wait, demo_wait_steps=d_wait, wait_excess=wait - d_wait)
+
+
+def _pull_check(check, gripper, handle, target):
+    """After first contact and until the door is as open as it gets: how often the gripper is
+    off the handle, and how far the handle travels toward the target per step."""
+    lost, rate = [], []
+    for g in _groups(df):
+        contact = _contact_step(g, gripper, handle)
+        d = _distance(g, handle, target)
+        done = int(np.nanargmin(d))
+        if contact >= done:
+            continue
+        reach = _distance(g, gripper, handle)[contact:done]
+        lost.append(float(np.mean(reach > 2 * NEAR_HANDLE)))
+        rate.append((float(d[contact]) - float(d[done])) / max(done - contact, 1))
+    if not lost:
+        _emit(check, "FAIL", engaged_episodes=0, lost_frac=1.0)
+        return
+    d = _distance(demo, handle, target) if demo is not None else None
+    demo_rate = float("nan")
+    if d is not None:
+        contact, done = _contact_step(demo, gripper, handle), int(np.nanargmin(d))
+        if contact < done:
+            demo_rate = (float(d[contact]) - float(d[done])) / max(done - contact, 1)
+    _emit(check, "FAIL" if float(np.mean(lost)) > 0.2 else "PASS", engaged_episodes=len(lost),
+          lost_frac=float(np.mean(lost)), close_rate=float(np.mean(rate)), demo_close_rate=demo_rate)
 '''
 
 
@@ -334,11 +502,24 @@ def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
             "yaw_rate": f"C({_quote(ind[2])})",
         }
         helpers = [
-            "\n# Track half-width in the observation's units (METHOD.md).\nHALF_WIDTH = 0.2",
+            "\n# Track half-width in the observation's units (METHOD.md).\nHALF_WIDTH = 0.2"
+            "\n# A bend ahead: some tile 4-11 turned this much (rad) from the car's heading."
+            "\nBEND_RAD = 0.4"
+            "\n# Steering this hard (|steer|) is a bend, where gas costs grip."
+            "\nSTEER_HARD = 0.3"
+            "\n# Rear wheels this much faster than the car (speed units) are spinning."
+            "\nSPIN = 0.1",
             _CAR_METRIC,
         ]
-        call = f"_run('metric.car_racing', _metric_car, {_quote(tiles[0])}, {_quote(ind[0])})"
-        return features, helpers, call
+        bend = "np.max(np.abs(np.column_stack([" + ", ".join(tile(k, 2) for k in range(4, 12)) + "])), axis=1)"
+        calls = [
+            f"_run('metric.car_racing', _metric_car, {_quote(tiles[0])}, {_quote(ind[0])})",
+            f"_run('offtrack', _offtrack_check, {_quote(tiles[0])})",
+            f"_run('bend.speed', _bend_speed_check, {_quote(tiles[0])}, {_quote(ind[0])}, lambda: {bend})",
+            f"_run('traction', _traction_check, {_quote(ind[0])}, ({_quote(ind[5])}, {_quote(ind[6])}), "
+            f"'act_{spec.actions[0].name}', 'act_{spec.actions[1].name}')",
+        ]
+        return features, helpers, "\n".join(calls)
     if spec.name == "door_open" and "features" in names:
         cols = spec.input("features").columns
         gripper, handle, target = cols[0:3], cols[4:7], cols[36:39]
@@ -353,14 +534,20 @@ def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
             "handle_target_distance": dist(handle, target),
         }
         helpers = [
-            "\n# Gripper within this distance (m) of the handle counts as at the handle.\nNEAR_HANDLE = 0.05",
+            "\n# Gripper within this distance (m) of the handle counts as at the handle.\nNEAR_HANDLE = 0.05"
+            "\n# Horizontally this close (m) to the handle counts as aligned over it."
+            "\nALIGNED_XY = 0.04"
+            "\n# Higher than this (m) above the handle counts as hovering."
+            "\nABOVE = 0.02",
             _DOOR_METRIC,
         ]
-        call = (
-            f"_run('metric.door_open', _metric_door, {list(gripper)!r}, {list(handle)!r}, "
-            f"{list(target)!r})"
-        )
-        return features, helpers, call
+        args = f"{list(gripper)!r}, {list(handle)!r}"
+        calls = [
+            f"_run('metric.door_open', _metric_door, {args}, {list(target)!r})",
+            f"_run('door.approach', _approach_check, {args})",
+            f"_run('door.pull', _pull_check, {args}, {list(target)!r})",
+        ]
+        return features, helpers, "\n".join(calls)
     return {}, [], "_run('metric.generic', _metric_generic)"
 
 
@@ -378,7 +565,11 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     latents = [c for c in columns if c.startswith("latent_")]
     observations = [c for c in spec.observation_columns if c in present]
     actions = [(a.name, float(a.low), float(a.high)) for a in spec.actions]
+    expert = [a for a, _, _ in actions if f"expert_{a}" in present]
     features, helpers, metric_call = _task_features(spec)
+    # The program's own features: closed-form latents of the observation alone (no weights),
+    # which can be recomputed on the demonstration's states.
+    own = {k: v for k, v in facts.reconstructions.items() if k in present and "weight_" not in v}
 
     lines = [
         "# Diagnostic battery written by the offline (rule-based) analyst from the program and",
@@ -389,6 +580,8 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
         "",
         "# Observation columns present in the table (searched for disagreement correlates).",
         f"OBSERVATIONS = {observations!r}",
+        "# Actions with expert relabels in the table (empty unless they were switched on).",
+        f"EXPERT = {set(expert)!r}" if expert else "EXPERT = set()",
         "",
         "# --- what the table holds and how the task went",
         "_run('table', _table_check)",
@@ -406,13 +599,21 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
         if expr is not None:
             lines.append(f"_run({_quote('recon.' + key)}, _recon_check, {_quote(key)}, lambda: {expr})")
     lines.append("")
-    lines.append("# --- actions: saturation, agreement with the expert on the policy's own states")
+    lines.append("# --- actions: saturation and oscillation against the demonstration, and how much of")
+    lines.append("# --- the demonstrated action the program's own features explain")
+    own_dict = "{" + ", ".join(f"{_quote(k)}: lambda: {v}" for k, v in sorted(own.items())) + "}"
     for name, low, high in actions:
         if f"act_{name}" in present and f"mean_{name}" in present:
             lines.append(f"_run({_quote('saturation.' + name)}, _saturation_check, {_quote(name)}, {low!r}, {high!r})")
         if f"mean_{name}" in present:
             lines.append(f"_run({_quote('temporal.' + name)}, _temporal_check, {_quote(name)})")
-        if f"expert_{name}" in present and f"mean_{name}" in present:
+            if own:
+                lines.append(f"_run({_quote('demofit.' + name)}, _demofit_check, {_quote(name)}, {own_dict})")
+    if expert:
+        lines.append("")
+        lines.append("# --- expert relabels (switched on for this run): agreement on the policy's own states")
+    for name, low, high in actions:
+        if name in expert and f"mean_{name}" in present:
             lines.append(f"_run({_quote('expert.' + name)}, _expert_check, {_quote(name)}, {low!r}, {high!r})")
             for feature, expr in features.items():
                 check = f"hotspot.{name}.{feature}"
@@ -431,7 +632,10 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
                 check = f"corr.{latent}.{name}"
                 lines.append(f"_run({_quote(check)}, _corr_check, {_quote(latent)}, {_quote(name)})")
     lines.append("")
-    lines.append("# --- rollout states against demonstration states")
+    lines.append("# --- rollout against demonstration: states visited and actions taken")
     for column in observations:
         lines.append(f"_run({_quote('shift.' + column)}, _shift_check, {_quote(column)})")
+    for name, _, _ in actions:
+        if f"act_{name}" in present:
+            lines.append(f"_run({_quote('shift.act_' + name)}, _shift_check, {_quote('act_' + name)})")
     return "\n".join(lines) + "\n"

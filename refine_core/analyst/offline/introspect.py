@@ -176,19 +176,31 @@ class _Reader:
             value = self.consts.get(attr)
             return value if isinstance(value, (int, slice)) else None
         if isinstance(node, ast.Slice):
-            parts = [None if p is None else _const_number(p) for p in (node.lower, node.upper, node.step)]
+            parts = [None if p is None else self.number(p) for p in (node.lower, node.upper, node.step)]
             if any(p is None and q is not None for p, q in zip(parts, (node.lower, node.upper, node.step), strict=False)):
                 return None
             return slice(*[None if p is None else int(p) for p in parts])
         return None
+
+    def number(self, node: ast.AST) -> float | None:
+        """A literal number or a numeric constant read through `self`."""
+        number = _const_number(node)
+        if number is not None:
+            return number
+        attr = _self_attr(node)
+        value = self.consts.get(attr) if attr is not None else None
+        return float(value) if isinstance(value, (int, float)) else None
 
     def subscript(self, node: ast.Subscript) -> object | None:
         base = node.value
         if not isinstance(base, ast.Name):
             return None
         value = self.env.get(base.id)
+        if isinstance(value, _Cols):
+            return self._cols_subscript(value, node)
         if not (isinstance(value, tuple) and value and value[0] == "input"):
             return None
+        clip = value[2] if len(value) > 2 else None
         spec_input = self.spec.input(value[1])
         dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if len(dims) != len(spec_input.shape) + 1:
@@ -215,7 +227,8 @@ class _Reader:
 
         def walk(level: int, offset: int) -> None:
             if level == len(ranges):
-                flat.append(f'C("{spec_input.columns[offset]}")')
+                leaf = f'C("{spec_input.columns[offset]}")'
+                flat.append(leaf if clip is None else f"np.clip({leaf}, {clip[0]}, {clip[1]})")
                 return
             stride = 1
             for s in spec_input.shape[level + 1:]:
@@ -225,6 +238,62 @@ class _Reader:
 
         walk(0, 0)
         return _Cols(tuple(flat)) if sliced else flat[0]
+
+    def _cols_subscript(self, cols: _Cols, node: ast.Subscript) -> object | None:
+        """`x[:, a:b]` or `x[:, k]` on a batch of per-element columns."""
+        dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(dims) != 2:
+            return None
+        first = self.index(dims[0])
+        if not (isinstance(first, slice) and first == slice(None)):
+            return None
+        idx = self.index(dims[1])
+        size = len(cols.exprs)
+        if isinstance(idx, int):
+            return cols.exprs[idx] if -size <= idx < size else None
+        if isinstance(idx, slice):
+            chosen = cols.exprs[idx]
+            return _Cols(chosen) if chosen else None
+        return None
+
+    def input_source(self, node: ast.AST) -> tuple | None:
+        """The input a value stands for when it is an input wrapped in nan_to_num and/or a
+        clamp with numeric bounds: ("input", name, clip bounds or None)."""
+        if isinstance(node, ast.Name):
+            value = self.env.get(node.id)
+            return value if isinstance(value, tuple) and value and value[0] == "input" else None
+        name = _call_name(node)
+        if not isinstance(node, ast.Call) or not node.args:
+            return None
+        inner = self.input_source(node.args[0])
+        if inner is None:
+            return None
+        if name == "nan_to_num":
+            return inner
+        if name in ("clamp", "clip"):
+            bounds = self._bounds(node)
+            if bounds is None or (len(inner) > 2 and inner[2] is not None):
+                return None
+            return ("input", inner[1], bounds)
+        return None
+
+    def _bounds(self, node: ast.Call) -> tuple[str, str] | None:
+        """Bounds of `clamp(x, lo, hi)` / `clamp(x, min=lo, max=hi)` as NumPy expressions."""
+        given = dict(zip(("min", "max"), node.args[1:3], strict=False))
+        given.update({k.arg: k.value for k in node.keywords if k.arg in ("min", "max")})
+        out = []
+        for key, default in (("min", "-np.inf"), ("max", "np.inf")):
+            bound = given.get(key)
+            if bound is None:
+                out.append(default)
+                continue
+            expr = self.expr(bound)
+            if not isinstance(expr, str):
+                return None
+            out.append(expr)
+        if out == ["-np.inf", "np.inf"]:
+            return None
+        return out[0], out[1]
 
     def call(self, node: ast.Call) -> object | None:
         func = node.func
@@ -244,6 +313,12 @@ class _Reader:
         name = _call_name(node)
         if name == "nan_to_num" and node.args:
             return self.expr(node.args[0])
+        if name in ("clamp", "clip") and node.args:
+            inner = self.expr(node.args[0])
+            bounds = self._bounds(node)
+            if isinstance(inner, str) and bounds is not None:
+                return f"np.clip({inner}, {bounds[0]}, {bounds[1]})"
+            return None
         if name == "ones_like":
             return "1.0"
         if name == "zeros_like":
@@ -262,11 +337,10 @@ class _Reader:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target = stmt.targets[0]
                 if isinstance(target, ast.Name):
-                    if isinstance(stmt.value, ast.Call) and _call_name(stmt.value) == "nan_to_num":
-                        inner = stmt.value.args[0] if stmt.value.args else None
-                        if isinstance(inner, ast.Name) and isinstance(self.env.get(inner.id), tuple):
-                            self.env[target.id] = self.env[inner.id]
-                            continue
+                    source = self.input_source(stmt.value)
+                    if source is not None and not isinstance(stmt.value, ast.Name):
+                        self.env[target.id] = source
+                        continue
                     self.env[target.id] = self.expr(stmt.value)
                 else:
                     for name in ast.walk(target):
@@ -343,6 +417,14 @@ def read_program(program: str, spec: TaskSpec) -> ProgramFacts:
         return facts
     params: dict[str, list[float]] = {}
     consts: dict[str, object] = {}
+    # Class-level constants (`NEAR_TILES = 3`) are read through `self` like attributes.
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            number = _const_number(node.value)
+            if isinstance(target, ast.Name) and number is not None:
+                consts[target.id] = int(number) if float(number).is_integer() and isinstance(
+                    node.value, ast.Constant) and isinstance(node.value.value, int) else number
     for node in ast.walk(init) if init is not None else ():
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue

@@ -1,151 +1,187 @@
 # refine-structure: door_open
-"""Door-opening policy built from named geometric quantities (offline catalogue structure).
-
-# >>> not door_pull_phase
-The gripper moves toward the door handle with a proportional gain per axis.
-# <<< not door_pull_phase
-# >>> door_pull_phase
-The gripper moves toward a grasp point beside the handle; once it is there (a smooth gate on
-the gripper-to-grasp-point distance) it also drags the handle the way it has to go, toward the
-target, while still tracking the grasp point.
-# <<< door_pull_phase
-# >>> door_approach_above
-It first hovers above the grasp point and only descends once aligned with it in the
-horizontal plane, so it does not sweep into the door on the way.
-# <<< door_approach_above
-# >>> not door_grip
-The gripper command is a constant.
-# <<< not door_grip
-# >>> door_grip
-The gripper opens while far from the handle and closes once engaged.
-# <<< door_grip
+# Origin: the zero-shot starter, written independently from the generation prompt alone (task
+# description, contract and generation rules); its text below is kept as written.
+"""Zero-shot starter for door_open: approach, grasp and pull phases blended by distance.
+The gripper servoes to a grasp point at the handle (hovering above it until aligned in
+x-y), closes as it gets within a few centimetres (a smooth exp(-distance) closeness), and
+the same closeness blends in a pull that moves the handle toward the target.  Gripper
+command = open minus closing term; each action has a learnable log-std.
+# >>> door_hover_release
+Revision (offline catalogue): the hover fades with the square of the horizontal misalignment,
+so it is gone once the gripper is over the handle instead of holding it a few centimetres up.
+# <<< door_hover_release
+# >>> door_pull_follow
+Revision (offline catalogue): while grasping, the gripper also moves with the handle's own
+last step (feed-forward), so it does not trail the handle as the door swings.
+# <<< door_pull_follow
 """
+import math
 
 import torch
-from torch import nn
+import torch.nn as nn
 
 
 class OpenDoorPolicy(nn.Module):
-    def __init__(self) -> None:
+    # Inputs are clamped to this magnitude after nan_to_num (all positions are within ~1 m).
+    INPUT_BOUND = 10.0
+    # Small constant inside square roots so distances have finite gradients at zero (m^2).
+    DIST_EPS = 1e-6
+    # Floor (m) on the learnable radii so the fit cannot drive them to zero or below
+    # (they divide distances inside exp).
+    MIN_RADIUS = 0.005
+
+    def __init__(self):
         super().__init__()
-        # Motion command per unit of offset to the goal point (Meta-World's scripted policies
-        # use gains of tens per metre).
-        self.k_x = nn.Parameter(torch.tensor(10.0))
-        self.k_y = nn.Parameter(torch.tensor(10.0))
-        self.k_z = nn.Parameter(torch.tensor(10.0))
-        # >>> not door_grip
-        # 1 keeps the gripper open.
-        self.grip = nn.Parameter(torch.tensor(1.0))
-        # <<< not door_grip
-        # >>> door_pull_phase
-        # Grasp point relative to the handle (metres): on the handle's front edge.
-        self.grasp_dx = nn.Parameter(torch.tensor(0.02))
-        self.grasp_dy = nn.Parameter(torch.tensor(0.0))
-        # Engaged when the gripper is within about grasp_radius of the grasp point.
-        self.grasp_radius = nn.Parameter(torch.tensor(0.05))
-        self.grasp_sharpness = nn.Parameter(torch.tensor(50.0))
-        # While engaged, an extra motion that drags the handle: a constant push plus a gain
-        # per metre the handle still has to travel toward the target.
-        self.k_pull = nn.Parameter(torch.tensor(5.0))
-        self.push_x = nn.Parameter(torch.tensor(0.0))
-        self.push_y = nn.Parameter(torch.tensor(0.0))
-        self.push_z = nn.Parameter(torch.tensor(0.0))
-        # <<< door_pull_phase
-        # >>> door_approach_above
-        # Height above the grasp point while not yet aligned in the horizontal plane.
-        self.hover_height = nn.Parameter(torch.tensor(0.15))
-        self.align_radius = nn.Parameter(torch.tensor(0.1))
-        self.align_sharpness = nn.Parameter(torch.tensor(50.0))
-        # <<< door_approach_above
-        # >>> door_grip
-        # Gripper command: open (1) far from the grasp point, closed (0) once engaged.
-        self.grip_open = nn.Parameter(torch.tensor(1.0))
-        self.grip_engaged = nn.Parameter(torch.tensor(0.0))
-        # <<< door_grip
-        self.log_std = nn.Parameter(torch.full((4,), -1.0))
-        # Keeps square roots differentiable at zero distance.
-        self.eps = 1e-8
+        # --- approach: where to put the gripper relative to the handle (m) ---
+        # Grasp point = handle position + offset; the handle centre itself to start with.
+        self.grasp_offset_x = nn.Parameter(torch.tensor([0.0]))
+        self.grasp_offset_y = nn.Parameter(torch.tensor([0.0]))
+        self.grasp_offset_z = nn.Parameter(torch.tensor([0.0]))
+        # Hover height above the handle while not yet aligned in x-y (avoids hitting the door).
+        self.hover_height = nn.Parameter(torch.tensor([0.10]))
+        # x-y distance (m) over which the hover height fades out: descend once within ~3 cm.
+        self.align_radius = nn.Parameter(torch.tensor([0.03]))
+        # Position gains: action 1 = 1 cm/step, so 10 per metre saturates at a 10 cm error.
+        self.k_approach_xy = nn.Parameter(torch.tensor([10.0]))
+        self.k_approach_z = nn.Parameter(torch.tensor([10.0]))
+
+        # --- grasp: closeness = exp(-distance to grasp point / grasp_radius) ---
+        # About 0.37 at 2 cm, ~1 when the fingers surround the handle.
+        self.grasp_radius = nn.Parameter(torch.tensor([0.02]))
+        # Gripper command = open level - close gain * closeness (1 open, 0 closed).
+        self.gripper_open_level = nn.Parameter(torch.tensor([1.0]))
+        self.k_gripper_close = nn.Parameter(torch.tensor([1.0]))
+
+        # --- pull: move the handle toward the target, gated by the grasp closeness ---
+        # The handle travels ~0.2-0.3 m to the target; 10 per metre gives full speed until
+        # the last 10 cm.
+        self.k_pull = nn.Parameter(torch.tensor([10.0]))
+        # >>> door_pull_follow
+        # Feed-forward of the handle's last step (m/step) into the motion command: action 1
+        # is about 1 cm/step, so 100 per m/step repeats the handle's motion.
+        self.k_follow = nn.Parameter(torch.tensor([100.0]))
+        # <<< door_pull_follow
+
+        # --- log std per action (dx, dy, dz, gripper) ---
+        self.log_std = nn.Parameter(
+            torch.tensor([math.log(0.3), math.log(0.3), math.log(0.3), math.log(0.2)])
+        )
+
+    def _distance(self, vec):
+        # Euclidean length along the last dimension with a smooth floor.
+        return torch.sqrt((vec * vec).sum(dim=-1) + self.DIST_EPS)
 
     def forward(self, features):
-        f = torch.nan_to_num(features)
-        gripper_x = f[:, 0]
-        gripper_y = f[:, 1]
-        gripper_z = f[:, 2]
-        handle_x = f[:, 4]
-        handle_y = f[:, 5]
-        handle_z = f[:, 6]
-        goal_x = handle_x
-        goal_y = handle_y
-        goal_z = handle_z
-        # >>> door_pull_phase
-        goal_x = goal_x + self.grasp_dx
-        goal_y = goal_y + self.grasp_dy
-        # <<< door_pull_phase
-        # >>> door_approach_above
-        align_distance = torch.sqrt(
-            (goal_x - gripper_x) ** 2 + (goal_y - gripper_y) ** 2 + self.eps
-        )
-        hovering = torch.sigmoid(self.align_sharpness * (align_distance - self.align_radius))
-        goal_z = goal_z + self.hover_height * hovering
-        # <<< door_approach_above
-        dx = goal_x - gripper_x
-        dy = goal_y - gripper_y
-        dz = goal_z - gripper_z
-        reach_distance = torch.sqrt(dx**2 + dy**2 + dz**2 + self.eps)
-        move_x = self.k_x * dx
-        move_y = self.k_y * dy
-        move_z = self.k_z * dz
-        # >>> door_pull_phase
-        target_x = f[:, 36]
-        target_y = f[:, 37]
-        target_z = f[:, 38]
-        engaged = torch.sigmoid(self.grasp_sharpness * (self.grasp_radius - reach_distance))
-        move_x = move_x + engaged * (self.push_x + self.k_pull * (target_x - handle_x))
-        move_y = move_y + engaged * (self.push_y + self.k_pull * (target_y - handle_y))
-        move_z = move_z + engaged * (self.push_z + self.k_pull * (target_z - handle_z))
-        # <<< door_pull_phase
-        # >>> not door_grip
-        grip = self.grip * torch.ones_like(gripper_x)
-        # <<< not door_grip
-        # >>> door_grip
-        grip = (1 - engaged) * self.grip_open + engaged * self.grip_engaged
-        # <<< door_grip
-        mean = torch.stack([move_x, move_y, move_z, grip], dim=-1)
-        scale_tril = torch.diag_embed(torch.exp(self.log_std).expand_as(mean))
+        features = torch.clamp(torch.nan_to_num(features, nan=0.0), -self.INPUT_BOUND, self.INPUT_BOUND)
+
+        gripper_pos = features[:, 0:3]
+        gripper_opening = features[:, 3]
+        handle_pos = features[:, 4:7]
+        prev_handle_pos = features[:, 22:25]
+        target_pos = features[:, 36:39]
+
+        # Handle displacement in the last step (m/step): shows whether the door is moving.
+        handle_step = self._distance(handle_pos - prev_handle_pos)
+
+        # --- approach target ---
+        grasp_offset = torch.cat([self.grasp_offset_x, self.grasp_offset_y, self.grasp_offset_z])
+        grasp_point = handle_pos + grasp_offset.unsqueeze(0)
+        to_grasp = grasp_point - gripper_pos
+        grasp_dist_xy = self._distance(to_grasp[:, 0:2])
+        grasp_dist = self._distance(to_grasp)
+
+        # 0 when aligned over the handle in x-y, -> 1 when far: stay high until aligned.
+        # >>> not door_hover_release
+        misalignment = 1.0 - torch.exp(-grasp_dist_xy / torch.clamp(self.align_radius, min=self.MIN_RADIUS))
+        # <<< not door_hover_release
+        # >>> door_hover_release
+        # Squared ratio: flat at zero, so the hover is released fully once aligned.
+        align_ratio = grasp_dist_xy / torch.clamp(self.align_radius, min=self.MIN_RADIUS)
+        misalignment = 1.0 - torch.exp(-align_ratio * align_ratio)
+        # <<< door_hover_release
+        approach_err_x = to_grasp[:, 0]
+        approach_err_y = to_grasp[:, 1]
+        approach_err_z = to_grasp[:, 2] + self.hover_height * misalignment
+
+        # --- grasp closeness (smooth phase variable from distance) ---
+        closeness = torch.exp(-grasp_dist / torch.clamp(self.grasp_radius, min=self.MIN_RADIUS))
+
+        # --- pull: handle -> target, only in the horizontal plane (the hinge is vertical) ---
+        handle_to_target = target_pos - handle_pos
+        handle_target_dist = self._distance(handle_to_target)
+        pull_x = closeness * self.k_pull * handle_to_target[:, 0]
+        pull_y = closeness * self.k_pull * handle_to_target[:, 1]
+
+        # --- motion: keep tracking the (moving) grasp point + pull once grasped ---
+        # >>> not door_pull_follow
+        dx_raw = self.k_approach_xy * approach_err_x + pull_x
+        dy_raw = self.k_approach_xy * approach_err_y + pull_y
+        # <<< not door_pull_follow
+        # >>> door_pull_follow
+        # The handle's last step, repeated while grasping so the gripper keeps up with it.
+        follow_x = closeness * self.k_follow * (handle_pos[:, 0] - prev_handle_pos[:, 0])
+        follow_y = closeness * self.k_follow * (handle_pos[:, 1] - prev_handle_pos[:, 1])
+        dx_raw = self.k_approach_xy * approach_err_x + pull_x + follow_x
+        dy_raw = self.k_approach_xy * approach_err_y + pull_y + follow_y
+        # <<< door_pull_follow
+        dz_raw = self.k_approach_z * approach_err_z
+        dx = torch.clamp(dx_raw, -1.0, 1.0)
+        dy = torch.clamp(dy_raw, -1.0, 1.0)
+        dz = torch.clamp(dz_raw, -1.0, 1.0)
+
+        # --- gripper: open while approaching, close as the fingers reach the handle ---
+        gripper_raw = self.gripper_open_level - self.k_gripper_close * closeness
+        gripper_cmd = torch.clamp(gripper_raw, 0.0, 1.0)
+
+        action_mean = torch.stack([dx, dy, dz, gripper_cmd], dim=1)
+
+        std = torch.exp(self.log_std)
+        std_batch = std.unsqueeze(0) * torch.ones_like(gripper_opening).unsqueeze(1)
+        scale_tril = torch.diag_embed(std_batch)
+
         info = {
-            "weight_k_x": self.k_x.reshape(1),
-            "weight_k_y": self.k_y.reshape(1),
-            "weight_k_z": self.k_z.reshape(1),
-            # >>> not door_grip
-            "weight_grip": self.grip.reshape(1),
-            # <<< not door_grip
-            # >>> door_pull_phase
-            "weight_grasp_dx": self.grasp_dx.reshape(1),
-            "weight_grasp_dy": self.grasp_dy.reshape(1),
-            "weight_grasp_radius": self.grasp_radius.reshape(1),
-            "weight_k_pull": self.k_pull.reshape(1),
-            "weight_push_x": self.push_x.reshape(1),
-            "weight_push_y": self.push_y.reshape(1),
-            "weight_push_z": self.push_z.reshape(1),
-            # <<< door_pull_phase
-            # >>> door_approach_above
-            "weight_hover_height": self.hover_height.reshape(1),
-            "weight_align_radius": self.align_radius.reshape(1),
-            # <<< door_approach_above
-            # >>> door_grip
-            "weight_grip_open": self.grip_open.reshape(1),
-            "weight_grip_engaged": self.grip_engaged.reshape(1),
-            # <<< door_grip
-            "latent_dx": dx,
-            "latent_dy": dy,
-            "latent_dz": dz,
-            "latent_reach_distance": reach_distance,
-            # >>> door_pull_phase
-            "latent_engaged": engaged,
-            # <<< door_pull_phase
-            # >>> door_approach_above
-            "latent_align_distance": align_distance,
-            "latent_hovering": hovering,
-            # <<< door_approach_above
+            "weight_grasp_offset_x": self.grasp_offset_x,
+            "weight_grasp_offset_y": self.grasp_offset_y,
+            "weight_grasp_offset_z": self.grasp_offset_z,
+            "weight_hover_height": self.hover_height,
+            "weight_align_radius": self.align_radius,
+            "weight_k_approach_xy": self.k_approach_xy,
+            "weight_k_approach_z": self.k_approach_z,
+            "weight_grasp_radius": self.grasp_radius,
+            "weight_gripper_open_level": self.gripper_open_level,
+            "weight_k_gripper_close": self.k_gripper_close,
+            "weight_k_pull": self.k_pull,
+            # >>> door_pull_follow
+            "weight_k_follow": self.k_follow,
+            # <<< door_pull_follow
+            "weight_log_std_dx": self.log_std[0:1],
+            "weight_log_std_dy": self.log_std[1:2],
+            "weight_log_std_dz": self.log_std[2:3],
+            "weight_log_std_gripper": self.log_std[3:4],
+            "latent_grasp_dist": grasp_dist,
+            "latent_grasp_dist_xy": grasp_dist_xy,
+            "latent_misalignment": misalignment,
+            # >>> door_hover_release
+            "latent_align_ratio": align_ratio,
+            # <<< door_hover_release
+            "latent_approach_err_x": approach_err_x,
+            "latent_approach_err_y": approach_err_y,
+            "latent_approach_err_z": approach_err_z,
+            "latent_closeness": closeness,
+            "latent_handle_target_dist": handle_target_dist,
+            "latent_handle_to_target_x": handle_to_target[:, 0],
+            "latent_handle_to_target_y": handle_to_target[:, 1],
+            "latent_pull_x": pull_x,
+            "latent_pull_y": pull_y,
+            # >>> door_pull_follow
+            "latent_follow_x": follow_x,
+            "latent_follow_y": follow_y,
+            # <<< door_pull_follow
+            "latent_handle_step": handle_step,
+            "latent_gripper_opening": gripper_opening,
+            "latent_dx_raw": dx_raw,
+            "latent_dy_raw": dy_raw,
+            "latent_dz_raw": dz_raw,
+            "latent_gripper_raw": gripper_raw,
         }
-        return mean, scale_tril, info
+        return action_mean, scale_tril, info

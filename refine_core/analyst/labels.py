@@ -1,0 +1,69 @@
+"""The plain-language labels every output uses for who analysed a run and what it could see.
+
+Why one module: the README, `refine run`, `refine report` and the experiment tables must say the
+same thing about the offline analyst and about expert relabels, and wording copied by hand
+drifts. The texts are plain strings so any output (terminal, HTML, Markdown) can use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: Says what the offline analyst is and what its results are worth.
+OFFLINE_ANALYST = (
+    "Offline analyst: a deterministic rule-based program, not an LLM. Its revisions are "
+    "pre-written programs from a catalogue for the two bundled tasks (car_racing, door_open), "
+    "chosen by fixed rules from the diagnostic results. Runs and comparison rows produced with "
+    "it demonstrate the machinery; they are not LLM results and not evidence for the method."
+)
+
+#: For comparison tables: which rows the offline analyst produced.
+OFFLINE_ROWS = (
+    "Rows refined by the offline analyst are not LLM results: their structures are "
+    "pre-written programs for the two bundled tasks."
+)
+
+#: For replayed runs: the answers came from a recorded LLM session, not a live one.
+REPLAY_ANALYST = (
+    "Replay analyst: every answer comes from a recorded transcript of an earlier LLM session, "
+    "so this run repeats that session's decisions; no model was queried."
+)
+
+EXPERT_ON = (
+    "Expert relabels: ON. The diagnostic tables hold expert_<action> columns (the scripted "
+    "expert's action in the policy's own states). This is privileged information that the "
+    "published comparison does not use and that does not exist on a robot."
+)
+EXPERT_OFF = (
+    "Expert relabels: off. The analyst saw only the rollout, the one demonstration and the "
+    "program, as in the published comparison."
+)
+EXPERT_UNKNOWN = "Expert relabels: not recorded for this run."
+
+#: Config keys under which a run may record whether expert relabels were on.
+EXPERT_CONFIG_KEYS = ("expert_relabels", "label_expert", "expert_labels")
+
+
+def analyst_label(name: str | None) -> str:
+    """The label for an analyst by its recorded name ("" for a live LLM, which needs none)."""
+    if name == "offline":
+        return OFFLINE_ANALYST
+    if name == "replay":
+        return REPLAY_ANALYST
+    return ""
+
+
+def expert_label(on: bool | None) -> str:
+    if on is None:
+        return EXPERT_UNKNOWN
+    return EXPERT_ON if on else EXPERT_OFF
+
+
+def expert_setting(config: Mapping[str, Any] | None) -> bool | None:
+    """Whether a run's recorded configuration switched expert relabels on (None if it does
+    not say)."""
+    for key in EXPERT_CONFIG_KEYS:
+        if isinstance(config, Mapping) and isinstance(config.get(key), bool):
+            return config[key]
+    return None
