@@ -16,9 +16,9 @@ Observation (Dict, float32):
   left; ``border`` 1.0 on tiles the track marks with a red-white curb (sharp corners).
   Tile 0 is the nearest tile whose centre is not behind the car. x and y are clipped to
   +-40 (far beyond the playfield, so only reachable by a bug).
-- ``indicators`` (7,): speed / 100 (not clipped; about 1 at the car's top speed), heading
-  angle wrapped to [-pi, pi] divided by pi, angular velocity (rad/s, Box2D's native unit;
-  positive turning left), and the four wheels' ABS-sensor readings front-left, front-right,
+- ``indicators`` (7,): speed / 100 (not clipped; the expert's fastest straights read about
+  1), heading angle (0 facing world +y, counter-clockwise positive) wrapped to [-pi, pi]
+  divided by pi, angular velocity (rad/s, Box2D's native unit; positive turning left), and the four wheels' ABS-sensor readings front-left, front-right,
   rear-left, rear-right: wheel surface speed on the speed scale, ``omega * 0.54 / 100``, so
   a rolling wheel reads about the normalised speed and a spinning one reads more.
 

@@ -43,12 +43,15 @@ one tile is about 0.105 long; the car body is about 0.15 long, i.e. about 1.4 ti
   to the car's heading, in radians in [-pi, pi], positive when the road turns LEFT relative
   to where the car points; border = 1 if the tile is a sharp corner (the track's red-white
   curb flag), else 0.
-- indicators (7,): speed normalised from [0, 100] to [0, 1] (about 1 at top speed, not
-  clipped); absolute heading normalised from [-pi, pi] to [-1, 1]; angular velocity in rad/s
-  (the simulator's native unit, positive when turning left); then the four wheels' ABS-sensor
+- indicators (7,): speed normalised from [0, 100] to [0, 1] (not clipped; the scripted
+  expert reaches about 1 on long straights); absolute heading normalised from [-pi, pi] to
+  [-1, 1] (0 when the car faces the world's +y axis, growing counter-clockwise, so a left
+  turn raises it); angular velocity in rad/s (the simulator's native unit, positive when
+  turning left; about 3.5 when steering 0.6 at speed 0.3); then the four wheels' ABS-sensor
   readings (front-left, front-right, rear-left, rear-right): wheel surface speed on the same
-  scale as speed, so a wheel rolling without slipping reads about the normalised speed, and a
-  driven rear wheel that spins under too much gas reads clearly more than the speed.
+  scale as speed, so a wheel rolling without slipping reads about the normalised speed, the
+  outer wheels of a bend read more than the inner ones, and a driven rear wheel that spins
+  under too much gas reads clearly more than the speed.
 Actions: steer in [-1, 1] (negative steers left, positive right), gas in [0, 1] (drives the
 rear wheels), brake in [0, 1] (0.9 or more locks the wheels). The steering turns at a finite
 rate; full gas in a bend makes the rear wheels slip and the car spin out.

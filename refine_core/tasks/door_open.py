@@ -6,7 +6,7 @@ effort where +1 closes. The method needs the target in the observation, one door
 configuration per seed (so demonstration, selection and evaluation seeds mean something),
 and a gripper command in [0, 1] where 1 opens.
 
-Observation (39,) float64, Meta-World's layout: gripper xyz (0-2), gripper opening (3),
+Observation (39,) float64, Meta-World's layout: hand xyz (0-2), gripper opening (3: finger distance / 0.1 m),
 handle xyz (4-6), handle quaternion (7-10) in SciPy's scalar-last order (qx, qy, qz, qw),
 zeros (11-17), the same 18 values one step earlier (18-35), target xyz (36-38).
 

@@ -35,14 +35,19 @@ DESCRIPTION = """\
 A Sawyer robot arm (Meta-World door-open-v3, MuJoCo) must pull a door open by its handle.
 The door hinges on a vertical axis; its position on the table changes with the episode
 seed. Success is when the handle's x coordinate is within 0.08 m of the target's x. The
-target (a point the handle should reach when the door is open, to the left of and in front
-of the closed handle) is part of the observation.
-Observation `features` (39,), metres in the world frame (x to the robot's right, y away
-from the robot base towards the door, z up): gripper (tool centre) xyz (0-2); gripper
-opening (3), 1 = fully open, 0 = closed; door handle xyz (4-6); handle orientation
-quaternion (7-10, order qx, qy, qz, qw); zeros (11-17); the same 18 values one step earlier
-(18-35), so differences give velocities; target xyz (36-38).
-Actions: dx, dy, dz in [-1, 1] move the gripper by up to 1 cm per step along each axis;
+target (the point the handle should reach when the door is open) lies about 0.5 m to the
+left of the closed handle and 0.25 m closer to the robot, and is part of the observation.
+Observation `features` (39,), metres in the world frame (origin at the robot's base, x to
+the robot's right, y away from the robot towards the door, z up): hand xyz (0-2; the
+gripper's hand, about 4.5 cm above the point between the finger tips); gripper opening (3):
+the distance between the two fingers divided by 0.1 m and clipped to [0, 1], so 1 = fully
+open and about 0.3 = closed on nothing; door handle xyz (4-6); handle orientation
+quaternion (7-10, order qx, qy, qz, qw; it turns about the vertical axis as the door swings,
+clockwise seen from above while opening); zeros (11-17); the same 18 values one step earlier
+(18-35; at the first step they repeat the current values), so differences give velocities;
+target xyz (36-38), fixed for the episode.
+Actions: dx, dy, dz in [-1, 1] move the hand's set point by action / 100 m per step along
+each axis, so a held command of 1 moves the hand about 1 cm per step after a few steps;
 gripper in [0, 1], 1 = open, 0 = closed.
 Episodes last 500 steps and do not end on success.
 """
