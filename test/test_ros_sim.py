@@ -9,11 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path as FilePath
 
 import numpy as np
 import pytest
+from urdf_kinematics import urdf_forward_kinematics
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
@@ -136,48 +136,11 @@ def test_observation_values_round_trip(name):
         env.close()
 
 
-def _urdf_forward_kinematics(path, positions: dict[str, float]) -> dict[str, np.ndarray]:
-    """World pose (4x4) of every link of a URDF for the given joint positions."""
-    from scipy.spatial.transform import Rotation
-
-    root = ET.parse(path).getroot()
-    joints = {}
-    for j in root.findall("joint"):
-        o = j.find("origin")
-        xyz = np.array([float(v) for v in (o.get("xyz", "0 0 0") if o is not None else "0 0 0").split()])
-        rpy = [float(v) for v in (o.get("rpy", "0 0 0") if o is not None else "0 0 0").split()]
-        axis = j.find("axis")
-        joints[j.find("child").get("link")] = (
-            j.get("name"), j.get("type"), j.find("parent").get("link"), xyz,
-            Rotation.from_euler("xyz", rpy).as_matrix(),
-            np.array([float(v) for v in axis.get("xyz").split()]) if axis is not None else np.zeros(3),
-        )
-    poses = {"world": np.eye(4)}
-
-    def pose(link):
-        if link not in poses:
-            name, kind, parent, xyz, rot, axis = joints[link]
-            local = np.eye(4)
-            local[:3, :3], local[:3, 3] = rot, xyz
-            motion = np.eye(4)
-            q = positions.get(name, 0.0)
-            if kind in ("revolute", "continuous"):
-                motion[:3, :3] = Rotation.from_rotvec(axis * q).as_matrix()
-            elif kind == "prismatic":
-                motion[:3, 3] = axis * q
-            poses[link] = pose(parent) @ local @ motion
-        return poses[link]
-
-    for link in joints:
-        pose(link)
-    return poses
-
-
 def test_door_urdf_kinematics_match_mujoco():
     """What RViz draws from /joint_states is where MuJoCo has the arm, claws and door."""
     from builtin_interfaces.msg import Time
 
-    from refine_ros.adapters import door_messages, door_scene
+    from refine_ros.adapters import scene_messages
 
     task = get_task("door_open")
     env = task.make_env()
@@ -186,19 +149,19 @@ def test_door_urdf_kinematics_match_mujoco():
         expert = task.expert(env)
         for _ in range(160):  # reach, grasp and start pulling the door
             obs, *_ = env.step(expert(obs))
-        joints = door_messages(door_scene(env, np.asarray(obs)), Time())["joint_states"]
+        joints = scene_messages(task.scene(env), Time())["joint_states"]
         positions = dict(zip(joints.name, joints.position, strict=True))
         assert positions["door_hinge"] < -0.05  # the door is really open a little
-        poses = _urdf_forward_kinematics(ROOT / "urdf" / "door_scene.urdf", positions)
+        poses = urdf_forward_kinematics(ROOT / "urdf" / "door_scene.urdf", positions)
         data = env.unwrapped.raw.data
         for link, body in (("right_l6", "right_l6"), ("hand", "hand"), ("rightclaw", "rightclaw"),
                            ("leftclaw", "leftclaw"), ("door", "door_link")):
             assert poses[link][:3, 3] == pytest.approx(data.body(body).xpos, abs=2e-3), link
         assert poses["door_handle"][:3, 3] == pytest.approx(env.unwrapped.handle_position(), abs=2e-3)
         # the door marker sits on the panel RViz draws from the URDF
-        from refine_ros.markers import Trail, door_markers
+        from refine_ros.markers import Trail, scene_markers
 
-        panel = [m for m in door_markers(door_scene(env, np.asarray(obs)), Trail(), Time()).markers
+        panel = [m for m in scene_markers(task.scene(env), Trail(), Time()).markers
                  if m.ns == "door"][0].pose.position
         expected = poses["door"] @ np.array([0.185, 0.0, 0.0, 1.0])
         assert [panel.x, panel.y, panel.z] == pytest.approx(expected[:3], abs=2e-3)

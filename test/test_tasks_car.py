@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import refine_core.tasks  # noqa: F401  (registers the ids)
 from refine_core.tasks import UnknownTaskError, get_task, task_names
-from refine_core.tasks.car_racing import CarRacingSemantic, curb_flags, wrap_angle
+from refine_core.tasks.car_racing.env import CarRacingSemantic, curb_flags, wrap_angle
 
 
 @pytest.fixture
@@ -205,7 +205,7 @@ def test_helpers_for_visualisation(env):
 
 
 def test_task_spec_and_registry():
-    assert set(task_names()) == {"car_racing", "door_open"}
+    assert set(task_names()) == {"car_racing", "door_open", "pendulum"}
     task = get_task("car_racing")
     spec = task.spec
     assert spec.policy_class == "RacecarPolicy"
@@ -374,7 +374,7 @@ def _stock_curb_flags(env) -> np.ndarray:
 def test_tile_border_marks_exactly_the_tiles_drawn_with_a_curb(env):
     """Driving the expert through bends, every border value is 0 or 1 and equals the stock
     env's red-white curb for that tile."""
-    from refine_core.tasks.car_expert import CarExpert
+    from refine_core.tasks.car_racing.expert import CarExpert
 
     obs, _ = env.reset(seed=11)
     drawn = _stock_curb_flags(env)
@@ -479,7 +479,7 @@ def test_description_units_are_what_the_simulator_measures(env):
     long (about 1.4 tiles) in observation units, and about 300 tiles per track."""
     from gymnasium.envs.box2d import car_dynamics
 
-    from refine_core.tasks.car_task import DESCRIPTION
+    from refine_core.tasks.car_racing.task import DESCRIPTION
 
     env.reset(seed=4)
     units = env.units_per_world

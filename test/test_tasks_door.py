@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import refine_core.tasks  # noqa: F401  (registers the ids)
 from refine_core.tasks import get_task
-from refine_core.tasks.door_open import (
+from refine_core.tasks.door_open.env import (
     DoorOpenEnv,
     gripper_command,
     gripper_effort,
@@ -259,7 +259,7 @@ def test_handle_xyz_and_quaternion_follow_the_door_as_it_opens(env):
     exactly the hinge angle (negative: clockwise seen from above)."""
     from scipy.spatial.transform import Rotation
 
-    from refine_core.tasks.door_open import DoorExpert
+    from refine_core.tasks.door_open.expert import DoorExpert
 
     obs, _ = env.reset(seed=2)
     start = Rotation.from_quat(obs[7:11])
@@ -287,7 +287,7 @@ def test_unused_slots_are_zero_and_18_to_35_repeat_the_previous_step(env):
 
 
 def test_target_is_fixed_and_success_means_handle_x_within_8cm(env):
-    from refine_core.tasks.door_open import DoorExpert
+    from refine_core.tasks.door_open.expert import DoorExpert
 
     obs, _ = env.reset(seed=5)
     target = obs[36:39].copy()

@@ -317,22 +317,10 @@ def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
     """(state features for the disagreement hot spots as expressions, extra helper code, the
     metric check call) for the bundled tasks, with column names taken from the spec."""
     names = {s.name for s in spec.inputs}
+    features = _registered_features(spec)
     if spec.name == "car_racing" and {"tiles", "indicators"} <= names:
         tiles = spec.input("tiles").columns
         ind = spec.input("indicators").columns
-
-        def tile(k: int, j: int) -> str:
-            return f"C({_quote(tiles[k * 4 + j])})"
-
-        ahead = " + ".join(tile(k, 2) for k in range(1, 12))
-        bend = " + ".join(f"np.abs({tile(k, 2)})" for k in range(5, 12))
-        features = {
-            "abs_offset": f"np.abs({tile(0, 0)})",
-            "heading_ahead": f"({ahead}) / 11",
-            "bend": f"({bend}) / 7",
-            "speed": f"C({_quote(ind[0])})",
-            "yaw_rate": f"C({_quote(ind[2])})",
-        }
         helpers = [
             "\n# Track half-width in the observation's units (METHOD.md).\nHALF_WIDTH = 0.2",
             _CAR_METRIC,
@@ -342,16 +330,6 @@ def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
     if spec.name == "door_open" and "features" in names:
         cols = spec.input("features").columns
         gripper, handle, target = cols[0:3], cols[4:7], cols[36:39]
-
-        def dist(a, b) -> str:
-            return "np.sqrt(" + " + ".join(f"(C({_quote(x)}) - C({_quote(y)})) ** 2" for x, y in zip(a, b, strict=False)) + ")"
-
-        features = {
-            "handle_gripper_distance": dist(gripper, handle),
-            "handle_gripper_xy": dist(gripper[:2], handle[:2]),
-            "gripper_above_handle": f"C({_quote(gripper[2])}) - C({_quote(handle[2])})",
-            "handle_target_distance": dist(handle, target),
-        }
         helpers = [
             "\n# Gripper within this distance (m) of the handle counts as at the handle.\nNEAR_HANDLE = 0.05",
             _DOOR_METRIC,
@@ -361,7 +339,21 @@ def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
             f"{list(target)!r})"
         )
         return features, helpers, call
-    return {}, [], "_run('metric.generic', _metric_generic)"
+    return features, [], "_run('metric.generic', _metric_generic)"
+
+
+def _registered_features(spec: TaskSpec) -> dict[str, str]:
+    """The task's own hot-spot features (`Task.diagnostic_features`) when `spec` is the spec
+    of a registered task (same observation columns), else none."""
+    from refine_core.tasks.registry import UnknownTaskError, get_task
+
+    try:
+        task = get_task(spec.name)
+    except UnknownTaskError:
+        return {}
+    if task.spec.observation_columns != spec.observation_columns:
+        return {}
+    return task.diagnostic_features()
 
 
 def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
