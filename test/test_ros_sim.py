@@ -17,16 +17,14 @@ from urdf_kinematics import urdf_forward_kinematics
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
-from geometry_msgs.msg import PoseStamped  # noqa: E402
-from nav_msgs.msg import Odometry, Path  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from sensor_msgs.msg import Image, JointState  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
-from refine_core.tasks import get_task  # noqa: E402
+from refine_core.tasks import get_task, task_names  # noqa: E402
 from refine_ros import qos  # noqa: E402
 from refine_ros.messages import pack_vector, unpack_vector  # noqa: E402
 from refine_ros.nodes.sim_node import SimNode  # noqa: E402
@@ -34,7 +32,21 @@ from refine_ros.nodes.sim_node import SimNode  # noqa: E402
 pytestmark = pytest.mark.ros
 
 ROOT = FilePath(__file__).resolve().parents[1]
-ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0]}
+ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0], "pendulum": [1.0]}
+
+
+def scene_topic_types(name: str) -> dict[str, type]:
+    """The typed topics a task's sim node publishes: read from a real scene of the task, as
+    the node does, so a harness subscribes to exactly those."""
+    from refine_ros.adapters import topic_types
+
+    task = get_task(name)
+    env = task.make_env()
+    try:
+        env.reset(seed=0)
+        return topic_types(task.scene(env))
+    finally:
+        env.close()
 
 
 @pytest.fixture
@@ -72,12 +84,8 @@ class Harness:
                               lambda m: self.got["events"].append(json.loads(m.data)), qos.LATCHED)
         c.create_subscription(String, "refine/observation_columns",
                               lambda m: self.got["columns"].append(json.loads(m.data)), qos.LATCHED)
-        typed = ({"refine/gripper_pose": PoseStamped, "refine/handle_pose": PoseStamped,
-                  "refine/target_pose": PoseStamped, "joint_states": JointState}
-                 if task == "door_open" else
-                 {"refine/odom": Odometry, "refine/wheel_speeds": JointState,
-                  "refine/track_ahead": Path, "joint_states": JointState})
-        for topic, kind in typed.items():
+        self.typed_topics = scene_topic_types(task)
+        for topic, kind in self.typed_topics.items():
             c.create_subscription(kind, topic, lambda m, t=topic: self.got["typed"].append((t, m)), qos.STATE)
         self.reset_client = c.create_client(Trigger, "sim/reset")
         assert self.reset_client.wait_for_service(timeout_sec=10.0)
@@ -235,6 +243,52 @@ def test_door_lockstep_episode(ros):
         h.action_pub.publish(pack_vector(4, 3, ACTIONS["door_open"]))
         h.wait(lambda: False, 0.3)
         assert h.sim.steps_taken == before and h.sim.ignored_actions >= 1
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("name", task_names())
+def test_every_registered_task_runs_in_lockstep_with_its_scene(ros, name):
+    """The node accepts any registered task and publishes what its scene holds: every typed
+    topic once per observation, the scene's shapes and trail as markers, its static shapes."""
+    task = get_task(name)
+    h = Harness(name, max_steps=8, seed=3, marker_rate_hz=100.0)
+    try:
+        assert h.typed_topics, f"{name}'s scene feeds no typed topic"
+        assert h.reset().success
+        assert h.wait(h.episode_done, 30.0), "episode did not finish"
+        count = lambda t: sum(1 for topic, _ in h.got["typed"] if topic == t)  # noqa: E731
+        h.wait(lambda: all(count(t) >= 9 for t in h.typed_topics) and h.got["markers"], 3.0)
+        assert [v.step for v in h.got["obs"]] == list(range(9))
+        assert all(len(v.values) == len(task.spec.observation_columns) for v in h.got["obs"])
+        for topic in h.typed_topics:
+            assert count(topic) == 9, topic
+        scene = task.scene(h.sim.env)
+        drawn = {m.ns for array in h.got["markers"] for m in array.markers}
+        assert {s.ns for s in scene.shapes} <= drawn
+        assert ("trail" in drawn) == (scene.trail is not None)
+        assert {s.ns for s in task.static_shapes(h.sim.env)} <= drawn
+        end = [e for e in h.got["events"] if e["event"] == "end"][-1]
+        assert end["task"] == name and end["steps"] == 8.0 and "metric" in end
+    finally:
+        h.close()
+
+
+def test_pendulum_joint_state_is_the_observed_angle(ros):
+    """The pendulum's joint_states carries the angle and velocity the observation reports, and
+    a positive torque turns it counter-clockwise (the angle leaves -pi upwards)."""
+    h = Harness("pendulum", max_steps=10, seed=1)
+    try:
+        assert h.reset().success
+        assert h.wait(h.episode_done, 20.0)
+        joints = lambda: [m for t, m in h.got["typed"] if t == "joint_states"]  # noqa: E731
+        h.wait(lambda: len(joints()) >= 11, 3.0)
+        for obs, js in zip(h.got["obs"], joints(), strict=True):
+            assert list(js.name) == ["pendulum_joint"]
+            assert js.position[0] == pytest.approx(obs.values[0], abs=1e-6)
+            assert js.velocity[0] == pytest.approx(obs.values[1], abs=1e-6)
+        velocities = [o.values[1] for o in h.got["obs"]]
+        assert velocities[-1] > velocities[0]  # torque +1 keeps adding counter-clockwise speed
     finally:
         h.close()
 

@@ -2,14 +2,7 @@
 by the seed. `env.py` the env, `expert.py` Meta-World's scripted policy in our action space,
 `task.py` the spec and its text, `scene.py` what a viewer draws."""
 
-import warnings
-
 from refine_core.tasks.base import TaskEntry
-
-# Meta-World's scripted policies warn on every step whose gains saturate the action; the expert
-# labels every rollout step, so that warning would drown the output. Its clipping is expected.
-# Installed with the registry (not with the expert) so it is in place before any expert runs.
-warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", module="metaworld")
 
 # no TimeLimit: the env truncates itself at 500 steps (Meta-World refuses a 501st step)
 ENTRY = TaskEntry(

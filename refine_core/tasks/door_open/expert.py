@@ -6,6 +6,7 @@ doors; only its action space needs translating (our gripper command is 1 = open)
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -19,6 +20,11 @@ class DoorExpert:
 
     def __init__(self, env: gym.Env | None = None) -> None:
         from metaworld.policies.sawyer_door_open_v3_policy import SawyerDoorOpenV3Policy
+
+        # Meta-World's scripted policies warn on every step whose gains saturate the action;
+        # the expert labels every rollout step, so that warning would drown the output. Its
+        # clipping is expected. (Installed here, when an expert exists, and idempotent.)
+        warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", module="metaworld")
 
         self._policy = SawyerDoorOpenV3Policy()
 
