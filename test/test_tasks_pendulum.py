@@ -110,6 +110,8 @@ def test_reward_is_the_stock_cost_of_the_state_before_the_step(env):
         assert reward == pytest.approx(expected, rel=1e-4, abs=1e-5)
         assert reward == pytest.approx(stock_reward, rel=1e-7)
         assert info["success"] == float(abs(obs[0]) < 0.2)
+    _place(env, math.pi)  # the task text: hanging still costs about 9.9 per step
+    assert env.step(np.zeros(1, dtype=np.float32))[1] == pytest.approx(-math.pi**2, abs=1e-6)
 
 
 def test_energy_changes_at_three_torque_velocity(env):

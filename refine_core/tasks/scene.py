@@ -28,13 +28,14 @@ SHAPE_KINDS: tuple[str, ...] = ("box", "sphere", "cylinder", "arrow", "line_stri
 
 
 def vec3(values) -> Vec3:
-    """Any 2- or 3-sequence of numbers as a float triple (z = 0 for planar points)."""
-    v = [float(x) for x in values]
+    """Any 2- or 3-sequence of numbers (a NumPy array too) as a float triple (z = 0 for
+    planar points)."""
+    v = values.tolist() if hasattr(values, "tolist") else list(values)
     if len(v) == 2:
-        v.append(0.0)
+        return (float(v[0]), float(v[1]), 0.0)
     if len(v) != 3:
         raise ValueError(f"a point needs 2 or 3 coordinates, got {len(v)}")
-    return (v[0], v[1], v[2])
+    return (float(v[0]), float(v[1]), float(v[2]))
 
 
 def yaw_quaternion(yaw: float) -> Quat:

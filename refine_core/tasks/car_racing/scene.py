@@ -41,12 +41,15 @@ def car_scene(env: Any) -> Scene:
 
     n = len(geometry)
     ahead = (base.track_index + np.arange(min(TRACK_AHEAD, n))) % n
-    points, previous = geometry.points[ahead], geometry.points[(ahead - 1) % n]
+    points = geometry.points[ahead]
+    step = points - geometry.points[(ahead - 1) % n]
+    half_yaw = np.arctan2(step[:, 1], step[:, 0]) / 2.0  # each point faces along the road
     path = tuple(
-        Pose.planar(p[0], p[1], math.atan2(p[1] - q[1], p[0] - q[0]))
-        for p, q in zip(points, previous, strict=True)
+        Pose((px, py, 0.0), (0.0, 0.0, qz, qw))
+        for px, py, qz, qw in zip(points[:, 0].tolist(), points[:, 1].tolist(),
+                                  np.sin(half_yaw).tolist(), np.cos(half_yaw).tolist(), strict=True)
     )
-    seen = geometry.points[ahead[:SEEN_TILES]]
+    seen = points[:SEEN_TILES].tolist()
     return Scene(
         odometry={"odom": Odometry(Pose.planar(x, y, yaw), (forward, left, 0.0),
                                    (0.0, 0.0, state["angular_velocity"]))},
@@ -57,7 +60,7 @@ def car_scene(env: Any) -> Scene:
         shapes=(
             Shape("car", "box", Pose.planar(x, y, yaw, z=0.5), BODY_SIZE, (0.8, 0.1, 0.1, 1.0)),
             Shape("seen_tiles", "sphere_list", scale=(0.8, 0.8, 0.8), colour=(0.2, 0.8, 1.0, 0.9),
-                  points=tuple((float(p[0]), float(p[1]), 0.2) for p in seen)),
+                  points=tuple((px, py, 0.2) for px, py in seen)),
         ),
         trail=TrailPoint((x, y, 0.1), value=speed, width=0.6, hot=SPEED_FOR_RED),
     )

@@ -13,8 +13,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from refine_core.tasks.door_open.env import ARM_JOINTS, CLAW_JOINTS
 from refine_core.tasks.scene import (
     Joints,
@@ -28,7 +26,7 @@ from refine_core.tasks.scene import (
 )
 
 DOOR_JOINTS = ("door_x", "door_y", "door_z", "door_hinge")
-DOOR_AXIS_OFFSET = np.array([-0.185, -0.1, 0.0])  # hinge axis from the door's position
+DOOR_AXIS_OFFSET = (-0.185, -0.1, 0.0)  # hinge axis from the door's position
 DOOR_PANEL_HALF = 0.185  # half the panel's width, from the axis to its middle
 FINGER_GAP_FULL = 0.1  # m between the claws when fully open (Meta-World's normaliser)
 GREEN = (0.1, 0.9, 0.2)
@@ -45,25 +43,24 @@ def door_scene(env: Any) -> Scene:
     handle = vec3(base.handle_position())
     target = vec3(base.target_position())
     door_quat = _xyzw(base.door_quaternion())
-    hinge = base.door_configuration()[:3]
+    hinge = vec3(base.door_configuration()[:3])
     angle = base.door_angle()
-    fingers = base.finger_positions()
-    opening = float(np.clip(np.linalg.norm(fingers[0] - fingers[1]) / FINGER_GAP_FULL, 0.0, 1.0))
+    right, left = base.finger_positions()
+    opening = min(math.dist(right, left) / FINGER_GAP_FULL, 1.0)
 
-    axis = np.asarray(hinge, float) + DOOR_AXIS_OFFSET
-    centre = axis + DOOR_PANEL_HALF * np.array([math.cos(angle), math.sin(angle), 0.0])
+    axis = (hinge[0] + DOOR_AXIS_OFFSET[0], hinge[1] + DOOR_AXIS_OFFSET[1], hinge[2] + DOOR_AXIS_OFFSET[2])
+    centre = (axis[0] + DOOR_PANEL_HALF * math.cos(angle), axis[1] + DOOR_PANEL_HALF * math.sin(angle), axis[2])
     grip_colour = (0.2, 0.5, 1.0, 1.0) if opening > 0.5 else (1.0, 0.3, 0.1, 1.0)
     joints = Joints(
         (*ARM_JOINTS, *CLAW_JOINTS, *DOOR_JOINTS),
-        (*map(float, base.arm_joint_positions()), *map(float, base.claw_joint_positions()),
-         *map(float, hinge), float(angle)),
+        (*base.arm_joint_positions().tolist(), *base.claw_joint_positions().tolist(), *hinge, float(angle)),
     )
     return Scene(
         poses={"gripper_pose": Pose(gripper), "handle_pose": Pose(handle, door_quat),
                "target_pose": Pose(target)},
         joints=joints,
         shapes=(
-            Shape("door", "box", Pose(vec3(centre), yaw_quaternion(angle)),
+            Shape("door", "box", Pose(centre, yaw_quaternion(angle)),
                   (2 * DOOR_PANEL_HALF, 0.02, 0.246), (0.62, 0.45, 0.28, 0.8)),
             Shape("handle", "box", Pose(handle, door_quat), (0.03, 0.06, 0.03), (0.85, 0.7, 0.25, 1.0)),
             Shape("target", "sphere", Pose(target), (0.04, 0.04, 0.04), (*GREEN, 0.7)),
