@@ -4,15 +4,17 @@ Why it is built this way:
 - The file holds the topics the live graph publishes, with the same types and counted-vector
   layout (`refine/observation`, `refine/action`, `refine/policy_step`, `refine/reward`,
   `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
-  RViz as if the robot were running; for the door task the gripper, handle and target also go
-  out as `geometry_msgs/PoseStamped`, which Foxglove and RViz draw without any plugin.
+  RViz as if the robot were running. Whatever the task can draw from a logged observation
+  alone (`Task.scene_from_observation`: the door's gripper, handle and target poses, the
+  pendulum's joint and shapes) goes out on the same typed topics as live (named by
+  refine_ros.scene_topics), which Foxglove and RViz draw without any plugin.
 - Messages are written as plain dicts through `mcap_ros2.writer.Writer`, with message
   definitions assembled from the installed `.msg` files, so exporting needs neither rclpy nor
   a sourced ROS install, only the message packages' share directories (PyPI wheels install
   them under `<venv>/share`).
-- Time stamps come from the step index and the task's control period (episodes follow one
-  another with a one-second pause), so replay runs at the simulator's speed and the file is a
-  pure function of the database.
+- Time stamps come from the step index and the task's control period (`spec.control_period_s`;
+  episodes follow one another with a one-second pause), so replay runs at the simulator's
+  speed and the file is a pure function of the database.
 """
 
 from __future__ import annotations
@@ -30,16 +32,15 @@ import pandas as pd
 
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.store.records import best_committed_round
+from refine_core.tasks.base import Task
 from refine_core.tasks.registry import get_task
+from refine_ros import scene_topics
 
-CONTROL_PERIOD_S = {"door_open": 0.0125, "car_racing": 0.02}
-"""Meta-World steps 5 x 2.5 ms of MuJoCo per action; CarRacing runs at 50 frames per second."""
 EPISODE_PAUSE_S = 1.0
 START_NS = 1_000_000_000  # replay clocks start at t = 1 s, not at the UNIX epoch
 FRAME = "world"
 PRIMITIVES = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
               "uint32", "int64", "uint64", "string", "wstring"}
-DOOR_POSES = {"refine/gripper_pose": "gripper", "refine/handle_pose": "handle", "refine/target_pose": "target"}
 
 
 class ExportError(ValueError):
@@ -109,24 +110,11 @@ def message_definition(datatype: str) -> str:
 
 
 # ------------------------------------------------------------------------- messages as dicts
-def _stamp(ns: int) -> dict:
-    return {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}
-
-
 def counted(episode: int, step: int, values: Iterable[float], label: str = "") -> dict:
     """A counted vector (refine_ros.messages) as a Float64MultiArray dict."""
     values = [float(v) for v in values]
     return {"layout": {"dim": [{"label": label, "size": len(values), "stride": len(values)}], "data_offset": 2},
             "data": [float(episode), float(step), *values]}
-
-
-def pose(ns: int, xyz: Iterable[float], quat_xyzw: Iterable[float] = (0.0, 0.0, 0.0, 1.0)) -> dict:
-    x, y, z = (float(v) for v in xyz)
-    qx, qy, qz, qw = (float(v) for v in quat_xyzw)
-    norm = math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) or 1.0
-    return {"header": {"stamp": _stamp(ns), "frame_id": FRAME},
-            "pose": {"position": {"x": x, "y": y, "z": z},
-                     "orientation": {"x": qx / norm, "y": qy / norm, "z": qz / norm, "w": qw / norm}}}
 
 
 def _finite(values: Iterable[float]) -> list[float]:
@@ -190,14 +178,15 @@ def export_mcap(db_path: str | Path, mcap_path: str | Path, round_: str | int = 
                                  sequence=counts.get(topic, 0))
             counts[topic] = counts.get(topic, 0) + 1
 
-        _write_round(write, spec, run, rnd, steps, episodes)
+        _write_round(write, task, run, rnd, steps, episodes)
         writer.add_metadata("refine", {"run_id": str(run["id"]), "task": spec.name, "round": str(rnd),
                                        "kind": kind or "all"})
     return counts
 
 
-def _write_round(write, spec, run: dict, rnd: int, steps: pd.DataFrame, episodes: pd.DataFrame) -> None:
-    period_ns = int(CONTROL_PERIOD_S.get(spec.name, 0.02) * 1e9)
+def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, episodes: pd.DataFrame) -> None:
+    spec = task.spec
+    period_ns = int(spec.control_period_s * 1e9)
     obs_cols = [c for c in spec.observation_columns if c in steps.columns]
     act_cols = [f"act_{a}" for a in spec.action_names]
     step_cols = [c for c in steps.columns
@@ -227,17 +216,19 @@ def _write_round(write, spec, run: dict, rnd: int, steps: pd.DataFrame, episodes
                       counted(number, step, _finite(row[c] for c in step_cols), "policy_step"), ns)
             if "reward" in row:
                 write("refine/reward", vector, counted(number, step, _finite([row["reward"], row.get("done", 0)])), ns)
-            if spec.name == "door_open":
-                for topic, part in DOOR_POSES.items():
-                    xyz = [row.get(f"{part}_{a}") for a in "xyz"]
-                    if all(v is not None and np.isfinite(v) for v in xyz):
-                        quat = [row.get(f"door_q{a}", 0.0) for a in "xyzw"] if part == "handle" else (0, 0, 0, 1)
-                        write(topic, "geometry_msgs/msg/PoseStamped", pose(ns, xyz, _finite(quat)), ns)
+            scene = task.scene_from_observation({c: _number(row[c]) for c in obs_cols})
+            if scene is not None:
+                for topic, (datatype, message) in scene_topics.message_dicts(scene, ns, FRAME).items():
+                    write(topic, datatype, message, ns)
         clock += (int(group["step"].max()) + 1) * period_ns
         end = {"event": "end", "episode": int(number), "round": rnd, "kind": kind, "seed": seed,
                **{k: meta.get(k) for k in ("return", "metric", "success", "label", "complete") if k in meta}}
         write("refine/episode_events", string, {"data": json.dumps(_json_safe(end))}, clock)
         clock += int(EPISODE_PAUSE_S * 1e9)
+
+
+def _number(value: Any) -> float:
+    return float(value) if value is not None and np.isfinite(value) else math.nan
 
 
 def _json_safe(payload: dict) -> dict:

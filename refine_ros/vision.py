@@ -1,6 +1,6 @@
 """Camera track detector: a real car's camera image -> the simulator's (12, 4) tile block.
 
-Why here and ROS-free: the features must match `refine_core.tasks.car_racing` exactly
+Why here and ROS-free: the features must match `refine_core.tasks.car_racing.env` exactly
 (units, signs, tile spacing), and that is only checkable with images we draw ourselves.
 
 Pipeline: warp the image onto a bird's-eye grid of the ground plane (car frame: forward,
@@ -22,7 +22,7 @@ import numpy as np
 
 N_TILES = 12
 TILE_FEATURES = 4
-HALF_WIDTH_UNITS = 0.2  # refine_core.tasks.car_racing.HALF_WIDTH_UNITS
+HALF_WIDTH_UNITS = 0.2  # refine_core.tasks.car_racing.env.HALF_WIDTH_UNITS
 TILE_SPACING_UNITS = 0.2 * (21.0 / 6.0) / (40.0 / 6.0)  # CarRacing detail step / half-width
 
 

@@ -16,10 +16,10 @@ from refine_ros import bringup
 from refine_ros.bringup import ProfileError, coerce, profile_names, resolve_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-PROFILES = ("door_sim", "car_sim", "arm_real", "rc_car_real")
+PROFILES = ("door_sim", "car_sim", "pendulum_sim", "arm_real", "rc_car_real")
 
 
-def test_the_four_profiles_are_found():
+def test_every_shipped_profile_is_found():
     assert sorted(profile_names()) == sorted(PROFILES)
 
 
@@ -230,13 +230,14 @@ def test_urdfs_are_valid_trees(path):
 
 
 def test_urdf_joint_names_match_what_the_sim_publishes():
-    pytest.importorskip("rclpy", reason="refine_ros.adapters builds ROS messages (rclpy wheels)")
-    from refine_ros.adapters import DOOR_JOINTS, FINGER_JOINTS, WHEEL_JOINTS
+    from refine_core.tasks.car_racing.scene import POSE_JOINTS, WHEEL_JOINTS
+    from refine_core.tasks.door_open.env import ARM_JOINTS, CLAW_JOINTS
+    from refine_core.tasks.door_open.scene import DOOR_JOINTS
 
     door = {j.get("name") for j in ET.parse(ROOT / "urdf" / "door_scene.urdf").getroot().findall("joint")}
-    assert {f"right_j{i}" for i in range(7)} | set(FINGER_JOINTS) | set(DOOR_JOINTS) <= door
+    assert set(ARM_JOINTS) | set(CLAW_JOINTS) | set(DOOR_JOINTS) <= door
     car = {j.get("name") for j in ET.parse(ROOT / "urdf" / "rc_car.urdf").getroot().findall("joint")}
-    assert {"car_x", "car_y", "car_yaw", "front_left_steer_joint", *WHEEL_JOINTS} <= car
+    assert {*POSE_JOINTS, *WHEEL_JOINTS} <= car
 
 
 def test_rviz_config_shows_markers_camera_and_robot_model():

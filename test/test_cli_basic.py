@@ -11,6 +11,7 @@ import pytest
 
 from refine_core.cli import main
 from refine_core.store import RunDatabase
+from refine_core.tasks import task_names
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -134,5 +135,5 @@ def test_console_script_exit_status(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "refine record: error: unknown task 'nope'; known tasks: car_racing, door_open"
+        f"refine record: error: unknown task 'nope'; known tasks: {', '.join(task_names())}"
     ]

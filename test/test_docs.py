@@ -1,13 +1,16 @@
 """The documentation against the code: a README or docs table that names a command, a test or
 a topic that does not exist is a lie a user acts on, so these checks fail loudly.
 
-Static reads only (text and `ast`), apart from each sub-command's `--help`; no DDS.
+Static reads only (text and `ast`), apart from each sub-command's `--help` and one scene per
+registered task (the typed scene topics are named after each task's scene primitives, so they
+are read from the tasks); no DDS.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -126,12 +129,36 @@ def _topic_sources() -> list[Path]:
     return [*sorted(NODE_DIR.glob("*.py")), ROOT / "refine_ros" / "adapters.py"]
 
 
+@cache
+def _scene_topics() -> frozenset[str]:
+    """The typed topics the sim node publishes for every registered task: refine_ros's naming
+    rule applied to a real scene of each task."""
+    from refine_core.tasks import get_task, task_names
+    from refine_ros.scene_topics import scene_topics
+
+    topics: set[str] = set()
+    for name in task_names():
+        task = get_task(name)
+        env = task.make_env()
+        try:
+            env.reset(seed=0)
+            topics |= set(scene_topics(task.scene(env)))
+        finally:
+            env.close()
+    return frozenset(topics)
+
+
+def _code_topics() -> set[str]:
+    return _literal_topics(_topic_sources()) | _scene_topics()
+
+
 def _unknown_documented(text: str) -> list[str]:
-    return sorted(_documented_names(text) - _string_literals(sorted((ROOT / "refine_ros").rglob("*.py"))))
+    in_code = _string_literals(sorted((ROOT / "refine_ros").rglob("*.py"))) | _scene_topics()
+    return sorted(_documented_names(text) - in_code)
 
 
 def _undocumented(text: str) -> list[str]:
-    return sorted(_literal_topics(_topic_sources()) - _documented_names(text))
+    return sorted(_code_topics() - _documented_names(text))
 
 
 def test_every_documented_topic_exists_in_the_code():
@@ -142,7 +169,7 @@ def test_every_documented_topic_exists_in_the_code():
 
 
 def test_every_literal_topic_of_the_nodes_is_documented():
-    in_code = _literal_topics(_topic_sources())
+    in_code = _code_topics()
     assert {"refine/action", "logger/label_episode", "refine/gripper_pose", "refine/odom"} <= in_code
     undocumented = _undocumented(_read(INTERFACES))
     assert not undocumented, f"topics/services in refine_ros/nodes missing from docs/ROS_INTERFACES.md: {undocumented}"

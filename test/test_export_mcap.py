@@ -110,3 +110,36 @@ def test_message_definitions_include_their_dependencies():
     assert "MSG: builtin_interfaces/Time" in text and "MSG: geometry_msgs/Quaternion" in text
     with pytest.raises(ExportError, match="not found"):
         message_definition("std_msgs/msg/NoSuchType")
+
+
+@pytest.fixture(scope="module")
+def pendulum_run(tmp_path_factory):
+    """One committed round of real pendulum rollouts (the task's own starter program)."""
+    path = tmp_path_factory.mktemp("export_pendulum") / "run.db"
+    task = get_task("pendulum")
+    policy = PolicyBundle(task.starter_program(), {}).build(task.spec)
+    with RunDatabase(path) as db:
+        run_id = db.create_run("pendulum", analyst="offline")
+        db.save_round(run_id, 0, status="committed", program="# program", selection_metric=-100.0)
+        result = run_episode(task, policy, 200, mode="mean", max_steps=STEPS,
+                             ids={"run_id": run_id, "round": 0, "kind": "diagnostic", "episode": 0})
+        db.save_episode(run_id, 0, "diagnostic", 0, seed=200, summary=result.summary, table=result.table)
+    return path
+
+
+def test_a_task_exports_what_its_logged_rows_show(pendulum_run, tmp_path):
+    """Nothing in the export knows the pendulum: its joint and its shapes come from the task's
+    `scene_from_observation`, on the topics and types the live sim node uses."""
+    out = tmp_path / "pendulum.mcap"
+    counts = export_mcap(pendulum_run, out)
+    _seen, messages = read(out)
+    assert counts["joint_states"] == counts["refine/markers"] == counts["refine/observation"] == STEPS
+    assert not {"refine/gripper_pose", "refine/odom"} & set(counts)
+    for (_t, obs), (_t2, joints), (_t3, markers) in zip(
+        messages["refine/observation"], messages["joint_states"], messages["refine/markers"], strict=True
+    ):
+        assert list(joints.name) == ["pendulum_joint"]
+        assert joints.position[0] == pytest.approx(obs.data[2]) and joints.velocity[0] == pytest.approx(obs.data[3])
+        assert {m.ns for m in markers.markers} == {"pivot", "rod", "bob"}
+    times = [t for t, _m in messages["joint_states"]]
+    assert times[1] - times[0] == pytest.approx(50_000_000)  # Pendulum-v1's 0.05 s step, in ns

@@ -25,7 +25,7 @@ from launch_ros.actions import Node  # noqa: E402
 from refine_ros.bringup import resolve_profile  # noqa: E402
 
 LAUNCH_DIR = Path(__file__).resolve().parents[1] / "launch"
-PROFILES = ("door_sim", "car_sim", "arm_real", "rc_car_real")
+PROFILES = ("door_sim", "car_sim", "pendulum_sim", "arm_real", "rc_car_real")
 
 
 def _load(profile: str):

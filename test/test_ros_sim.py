@@ -9,24 +9,22 @@ import subprocess
 import sys
 import threading
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path as FilePath
 
 import numpy as np
 import pytest
+from urdf_kinematics import urdf_forward_kinematics
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
-from geometry_msgs.msg import PoseStamped  # noqa: E402
-from nav_msgs.msg import Odometry, Path  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from sensor_msgs.msg import Image, JointState  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
-from refine_core.tasks import get_task  # noqa: E402
+from refine_core.tasks import get_task, task_names  # noqa: E402
 from refine_ros import qos  # noqa: E402
 from refine_ros.messages import pack_vector, unpack_vector  # noqa: E402
 from refine_ros.nodes.sim_node import SimNode  # noqa: E402
@@ -34,7 +32,21 @@ from refine_ros.nodes.sim_node import SimNode  # noqa: E402
 pytestmark = pytest.mark.ros
 
 ROOT = FilePath(__file__).resolve().parents[1]
-ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0]}
+ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0], "pendulum": [1.0]}
+
+
+def scene_topic_types(name: str) -> dict[str, type]:
+    """The typed topics a task's sim node publishes: read from a real scene of the task, as
+    the node does, so a harness subscribes to exactly those."""
+    from refine_ros.adapters import topic_types
+
+    task = get_task(name)
+    env = task.make_env()
+    try:
+        env.reset(seed=0)
+        return topic_types(task.scene(env))
+    finally:
+        env.close()
 
 
 @pytest.fixture
@@ -72,12 +84,8 @@ class Harness:
                               lambda m: self.got["events"].append(json.loads(m.data)), qos.LATCHED)
         c.create_subscription(String, "refine/observation_columns",
                               lambda m: self.got["columns"].append(json.loads(m.data)), qos.LATCHED)
-        typed = ({"refine/gripper_pose": PoseStamped, "refine/handle_pose": PoseStamped,
-                  "refine/target_pose": PoseStamped, "joint_states": JointState}
-                 if task == "door_open" else
-                 {"refine/odom": Odometry, "refine/wheel_speeds": JointState,
-                  "refine/track_ahead": Path, "joint_states": JointState})
-        for topic, kind in typed.items():
+        self.typed_topics = scene_topic_types(task)
+        for topic, kind in self.typed_topics.items():
             c.create_subscription(kind, topic, lambda m, t=topic: self.got["typed"].append((t, m)), qos.STATE)
         self.reset_client = c.create_client(Trigger, "sim/reset")
         assert self.reset_client.wait_for_service(timeout_sec=10.0)
@@ -136,48 +144,11 @@ def test_observation_values_round_trip(name):
         env.close()
 
 
-def _urdf_forward_kinematics(path, positions: dict[str, float]) -> dict[str, np.ndarray]:
-    """World pose (4x4) of every link of a URDF for the given joint positions."""
-    from scipy.spatial.transform import Rotation
-
-    root = ET.parse(path).getroot()
-    joints = {}
-    for j in root.findall("joint"):
-        o = j.find("origin")
-        xyz = np.array([float(v) for v in (o.get("xyz", "0 0 0") if o is not None else "0 0 0").split()])
-        rpy = [float(v) for v in (o.get("rpy", "0 0 0") if o is not None else "0 0 0").split()]
-        axis = j.find("axis")
-        joints[j.find("child").get("link")] = (
-            j.get("name"), j.get("type"), j.find("parent").get("link"), xyz,
-            Rotation.from_euler("xyz", rpy).as_matrix(),
-            np.array([float(v) for v in axis.get("xyz").split()]) if axis is not None else np.zeros(3),
-        )
-    poses = {"world": np.eye(4)}
-
-    def pose(link):
-        if link not in poses:
-            name, kind, parent, xyz, rot, axis = joints[link]
-            local = np.eye(4)
-            local[:3, :3], local[:3, 3] = rot, xyz
-            motion = np.eye(4)
-            q = positions.get(name, 0.0)
-            if kind in ("revolute", "continuous"):
-                motion[:3, :3] = Rotation.from_rotvec(axis * q).as_matrix()
-            elif kind == "prismatic":
-                motion[:3, 3] = axis * q
-            poses[link] = pose(parent) @ local @ motion
-        return poses[link]
-
-    for link in joints:
-        pose(link)
-    return poses
-
-
 def test_door_urdf_kinematics_match_mujoco():
     """What RViz draws from /joint_states is where MuJoCo has the arm, claws and door."""
     from builtin_interfaces.msg import Time
 
-    from refine_ros.adapters import door_messages, door_scene
+    from refine_ros.adapters import scene_messages
 
     task = get_task("door_open")
     env = task.make_env()
@@ -186,19 +157,19 @@ def test_door_urdf_kinematics_match_mujoco():
         expert = task.expert(env)
         for _ in range(160):  # reach, grasp and start pulling the door
             obs, *_ = env.step(expert(obs))
-        joints = door_messages(door_scene(env, np.asarray(obs)), Time())["joint_states"]
+        joints = scene_messages(task.scene(env), Time())["joint_states"]
         positions = dict(zip(joints.name, joints.position, strict=True))
         assert positions["door_hinge"] < -0.05  # the door is really open a little
-        poses = _urdf_forward_kinematics(ROOT / "urdf" / "door_scene.urdf", positions)
+        poses = urdf_forward_kinematics(ROOT / "urdf" / "door_scene.urdf", positions)
         data = env.unwrapped.raw.data
         for link, body in (("right_l6", "right_l6"), ("hand", "hand"), ("rightclaw", "rightclaw"),
                            ("leftclaw", "leftclaw"), ("door", "door_link")):
             assert poses[link][:3, 3] == pytest.approx(data.body(body).xpos, abs=2e-3), link
         assert poses["door_handle"][:3, 3] == pytest.approx(env.unwrapped.handle_position(), abs=2e-3)
         # the door marker sits on the panel RViz draws from the URDF
-        from refine_ros.markers import Trail, door_markers
+        from refine_ros.markers import Trail, scene_markers
 
-        panel = [m for m in door_markers(door_scene(env, np.asarray(obs)), Trail(), Time()).markers
+        panel = [m for m in scene_markers(task.scene(env), Trail(), Time()).markers
                  if m.ns == "door"][0].pose.position
         expected = poses["door"] @ np.array([0.185, 0.0, 0.0, 1.0])
         assert [panel.x, panel.y, panel.z] == pytest.approx(expected[:3], abs=2e-3)
@@ -272,6 +243,52 @@ def test_door_lockstep_episode(ros):
         h.action_pub.publish(pack_vector(4, 3, ACTIONS["door_open"]))
         h.wait(lambda: False, 0.3)
         assert h.sim.steps_taken == before and h.sim.ignored_actions >= 1
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("name", task_names())
+def test_every_registered_task_runs_in_lockstep_with_its_scene(ros, name):
+    """The node accepts any registered task and publishes what its scene holds: every typed
+    topic once per observation, the scene's shapes and trail as markers, its static shapes."""
+    task = get_task(name)
+    h = Harness(name, max_steps=8, seed=3, marker_rate_hz=100.0)
+    try:
+        assert h.typed_topics, f"{name}'s scene feeds no typed topic"
+        assert h.reset().success
+        assert h.wait(h.episode_done, 30.0), "episode did not finish"
+        count = lambda t: sum(1 for topic, _ in h.got["typed"] if topic == t)  # noqa: E731
+        h.wait(lambda: all(count(t) >= 9 for t in h.typed_topics) and h.got["markers"], 3.0)
+        assert [v.step for v in h.got["obs"]] == list(range(9))
+        assert all(len(v.values) == len(task.spec.observation_columns) for v in h.got["obs"])
+        for topic in h.typed_topics:
+            assert count(topic) == 9, topic
+        scene = task.scene(h.sim.env)
+        drawn = {m.ns for array in h.got["markers"] for m in array.markers}
+        assert {s.ns for s in scene.shapes} <= drawn
+        assert ("trail" in drawn) == (scene.trail is not None)
+        assert {s.ns for s in task.static_shapes(h.sim.env)} <= drawn
+        end = [e for e in h.got["events"] if e["event"] == "end"][-1]
+        assert end["task"] == name and end["steps"] == 8.0 and "metric" in end
+    finally:
+        h.close()
+
+
+def test_pendulum_joint_state_is_the_observed_angle(ros):
+    """The pendulum's joint_states carries the angle and velocity the observation reports, and
+    a positive torque turns it counter-clockwise (the angle leaves -pi upwards)."""
+    h = Harness("pendulum", max_steps=10, seed=1)
+    try:
+        assert h.reset().success
+        assert h.wait(h.episode_done, 20.0)
+        joints = lambda: [m for t, m in h.got["typed"] if t == "joint_states"]  # noqa: E731
+        h.wait(lambda: len(joints()) >= 11, 3.0)
+        for obs, js in zip(h.got["obs"], joints(), strict=True):
+            assert list(js.name) == ["pendulum_joint"]
+            assert js.position[0] == pytest.approx(obs.values[0], abs=1e-6)
+            assert js.velocity[0] == pytest.approx(obs.values[1], abs=1e-6)
+        velocities = [o.values[1] for o in h.got["obs"]]
+        assert velocities[-1] > velocities[0]  # torque +1 keeps adding counter-clockwise speed
     finally:
         h.close()
 

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import refine_core.tasks  # noqa: F401  (registers the ids)
 from refine_core.tasks import get_task
-from refine_core.tasks.door_open import (
+from refine_core.tasks.door_open.env import (
     DoorOpenEnv,
     gripper_command,
     gripper_effort,
@@ -200,3 +200,104 @@ def test_fresh_envs_with_the_same_seed_agree():
     a, b = run(123), run(123)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(run(124)[0], a[0])
+
+
+# -- scale and sign of every observation coordinate, pinned by scripted motions ------------------
+AXES = {"x": 0, "y": 1, "z": 2}
+
+
+@pytest.mark.parametrize("direction", [1.0, -1.0], ids=["plus", "minus"])
+@pytest.mark.parametrize("axis", list(AXES))
+def test_hand_xyz_moves_1cm_per_step_along_the_commanded_axis(env, axis, direction):
+    """A held command of +-1 on one axis moves the hand (obs 0-2, the hand body, 4.5 cm above
+    the finger tips) about 1 cm per step along that world axis and barely along the others."""
+    i = AXES[axis]
+    obs, _ = env.reset(seed=1)
+    path = [obs[0:3]]
+    action = np.zeros(4, dtype=np.float32)
+    action[i], action[3] = direction, 1.0
+    for _ in range(15):
+        obs, *_ = env.step(action)
+        path.append(obs[0:3])
+    step = np.diff(np.array(path), axis=0)[-4:].mean(axis=0)
+    assert direction * step[i] == pytest.approx(0.0095, abs=0.0015)
+    assert np.all(np.abs(np.delete(step, i)) < 0.002)
+    np.testing.assert_allclose(obs[0:3], env.raw.data.body("hand").xpos, atol=1e-9)
+    tip_gap = obs[0:3] - env.raw.tcp_center
+    assert tip_gap[2] == pytest.approx(0.045, abs=0.003) and np.all(np.abs(tip_gap[:2]) < 0.003)
+
+
+def test_world_frame_has_the_robot_at_the_origin_and_the_door_along_y(env):
+    obs, _ = env.reset(seed=3)
+    np.testing.assert_allclose(env.raw.data.body("right_arm_base_link").xpos, 0.0, atol=1e-9)
+    assert obs[5] > obs[1] and env.door_configuration()[1] > 0.8  # the door is out along +y
+    assert obs[6] > 0.1  # handle above the table top
+    to_target = obs[36:39] - obs[4:7]  # target: about 0.5 m left and 0.25 m closer to the robot
+    assert to_target == pytest.approx([-0.49, -0.24, 0.0], abs=0.02)
+
+
+def test_gripper_opening_is_finger_distance_over_10cm(env):
+    """Obs 3 is the claw distance / 0.1 m clipped to [0, 1]: 1 fully open, about 0.3 closed
+    on nothing, in between for a half command; command 1 means open."""
+    env.reset(seed=1)
+    readings = {}
+    for command in (1.0, 0.0, 0.5):
+        for _ in range(40):
+            obs, *_ = env.step(np.array([0, 0, 0, command], dtype=np.float32))
+        readings[command] = obs[3]
+        d = env.raw.data
+        gap = np.linalg.norm(d.body("rightclaw").xpos - d.body("leftclaw").xpos)
+        assert obs[3] == pytest.approx(min(gap / 0.1, 1.0), abs=1e-9)
+    assert readings[1.0] == pytest.approx(1.0)
+    assert readings[0.0] == pytest.approx(0.3, abs=0.05)
+    assert readings[0.0] < readings[0.5] < readings[1.0]
+
+
+def test_handle_xyz_and_quaternion_follow_the_door_as_it_opens(env):
+    """While the expert opens the door, obs 4-6 is the handle geom's position, it moves toward
+    the target, and the quaternion 7-10 (qx, qy, qz, qw) turns about the vertical axis by
+    exactly the hinge angle (negative: clockwise seen from above)."""
+    from scipy.spatial.transform import Rotation
+
+    from refine_core.tasks.door_open.expert import DoorExpert
+
+    obs, _ = env.reset(seed=2)
+    start = Rotation.from_quat(obs[7:11])
+    start_distance = np.linalg.norm(obs[4:7] - obs[36:39])
+    expert = DoorExpert(env)
+    for _ in range(100):
+        obs, *_ = env.step(expert(obs))
+        np.testing.assert_allclose(obs[4:7], env.handle_position(), atol=1e-9)
+    hinge = env.door_angle()
+    assert hinge < -0.5, "the expert swung the door open"
+    turn = (Rotation.from_quat(obs[7:11]) * start.inv()).as_rotvec()
+    np.testing.assert_allclose(turn, [0.0, 0.0, hinge], atol=1e-6)
+    assert np.linalg.norm(obs[4:7] - obs[36:39]) < 0.5 * start_distance
+
+
+def test_unused_slots_are_zero_and_18_to_35_repeat_the_previous_step(env):
+    obs, _ = env.reset(seed=4)
+    np.testing.assert_array_equal(obs[18:36], obs[0:18])  # nothing earlier at the first step
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        previous = obs
+        obs, *_ = env.step(rng.uniform([-1, -1, -1, 0], [1, 1, 1, 1]).astype(np.float32))
+        np.testing.assert_array_equal(obs[18:36], previous[0:18])
+        assert not np.any(obs[11:18]) and not np.any(obs[29:36])
+
+
+def test_target_is_fixed_and_success_means_handle_x_within_8cm(env):
+    from refine_core.tasks.door_open.expert import DoorExpert
+
+    obs, _ = env.reset(seed=5)
+    target = obs[36:39].copy()
+    np.testing.assert_allclose(target, env.door_configuration() + [-0.3, -0.45, 0.0], atol=1e-9)
+    expert = DoorExpert(env)
+    outcomes = set()
+    for _ in range(150):
+        obs, _, _, _, info = env.step(expert(obs))
+        np.testing.assert_array_equal(obs[36:39], target)
+        within = abs(obs[4] - obs[36]) <= 0.08
+        assert info["success"] == float(within)
+        outcomes.add(within)
+    assert outcomes == {True, False}

@@ -166,7 +166,7 @@ def test_no_road_is_a_typed_error_and_bad_images_too():
 
 
 def test_units_match_the_simulator():
-    car_racing = pytest.importorskip("refine_core.tasks.car_racing")
+    car_racing = pytest.importorskip("refine_core.tasks.car_racing.env")
     from gymnasium.envs.box2d import car_racing as stock
 
     assert HALF_WIDTH_UNITS == car_racing.HALF_WIDTH_UNITS

@@ -45,9 +45,10 @@ def open_run(run_dir: Path):
 def read_program(path_text: str, task_name: str) -> tuple[str, str]:
     """(source, label) of `--program`."""
     if path_text == "starter" and not Path(path_text).exists():
-        from refine_core.policy.programs import starter_program
-
-        return starter_program(task_name), f"bundled starter for {task_name}"
+        source = task_or_error(task_name).starter_program()
+        if source is None:
+            raise UserError(f"task {task_name} ships no starter program; pass --program FILE")
+        return source, f"bundled starter for {task_name}"
     path = Path(path_text)
     if not path.is_file():
         raise UserError(f"program file {path} not found")

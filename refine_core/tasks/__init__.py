@@ -1,31 +1,18 @@
-"""Benchmark tasks. Importing this package registers the Gymnasium ids
-``refine/CarRacingSemantic-v0`` (1000-step limit) and ``refine/DoorOpen-v0`` (500 steps)."""
+"""Benchmark tasks, one folder each (see `registry.py`). Importing this package registers
+every task's Gymnasium id: ``refine/CarRacingSemantic-v0`` (1000-step limit),
+``refine/DoorOpen-v0`` (500 steps) and ``refine/Pendulum-v0`` (200 steps)."""
 
 from __future__ import annotations
 
-import gymnasium as gym
-
-from refine_core.tasks.base import Expert, Task
-from refine_core.tasks.registry import UnknownTaskError, get_task, task_names
+from refine_core.tasks.base import Expert, Task, TaskEntry
+from refine_core.tasks.registry import UnknownTaskError, get_task, register_envs, task_names
 from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
+
+register_envs()
 
 CAR_ENV_ID = "refine/CarRacingSemantic-v0"
 DOOR_ENV_ID = "refine/DoorOpen-v0"
-
-
-def _register() -> None:
-    if CAR_ENV_ID not in gym.registry:
-        gym.register(
-            id=CAR_ENV_ID,
-            entry_point="refine_core.tasks.car_racing:CarRacingSemantic",
-            max_episode_steps=1000,
-        )
-    if DOOR_ENV_ID not in gym.registry:
-        # the env truncates itself at 500 steps (Meta-World refuses a 501st step)
-        gym.register(id=DOOR_ENV_ID, entry_point="refine_core.tasks.door_open:DoorOpenEnv")
-
-
-_register()
+PENDULUM_ENV_ID = "refine/Pendulum-v0"
 
 __all__ = [
     "ActionSpec",
@@ -34,7 +21,9 @@ __all__ = [
     "Expert",
     "InputSpec",
     "MetricSpec",
+    "PENDULUM_ENV_ID",
     "Task",
+    "TaskEntry",
     "TaskSpec",
     "UnknownTaskError",
     "get_task",

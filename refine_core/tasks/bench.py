@@ -165,6 +165,8 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["experts"]:
-        print(json.dumps([bench_expert("car_racing"), bench_expert("door_open")], indent=2))
+        from refine_core.tasks import task_names
+
+        print(json.dumps([bench_expert(name) for name in task_names()], indent=2))
     else:
         print(json.dumps(bench_envs(), indent=2))

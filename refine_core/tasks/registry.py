@@ -1,40 +1,55 @@
-"""Name -> Task lookup; the one place a new benchmark task is listed."""
+"""Name -> Task lookup. A task is one folder under `refine_core/tasks/`; listing its package
+here, in one line, is all it takes for the CLI, the loop, the offline analyst, the ROS nodes
+and the MCAP export to know it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Mapping
+from functools import cache
+from types import MappingProxyType
 
-from refine_core.tasks.base import Task
+from refine_core.tasks.base import Task, TaskEntry
+
+TASK_PACKAGES: tuple[str, ...] = (
+    "refine_core.tasks.car_racing",
+    "refine_core.tasks.door_open",
+    "refine_core.tasks.pendulum",
+)
 
 
 class UnknownTaskError(ValueError):
     pass
 
 
-def _car() -> Task:
-    from refine_core.tasks.car_task import CarRacingTask
+@cache
+def entries() -> Mapping[str, TaskEntry]:
+    """Each registered task's entry (its folder's `ENTRY`), by task name. Importing a task
+    folder's package is cheap: the simulator is imported only when an env is made."""
+    found: dict[str, TaskEntry] = {}
+    for package in TASK_PACKAGES:
+        entry = importlib.import_module(package).ENTRY
+        if entry.name in found:
+            raise ValueError(f"task {entry.name!r} is registered twice ({package})")
+        found[entry.name] = entry
+    return MappingProxyType(found)
 
-    return CarRacingTask()
 
-
-def _door() -> Task:
-    from refine_core.tasks.door_task import DoorOpenTask
-
-    return DoorOpenTask()
-
-
-_TASKS: dict[str, Callable[[], Task]] = {"car_racing": _car, "door_open": _door}
+def register_envs() -> None:
+    """Register every task's Gymnasium id (idempotent)."""
+    for entry in entries().values():
+        entry.register_env()
 
 
 def task_names() -> tuple[str, ...]:
-    return tuple(_TASKS)
+    return tuple(entries())
 
 
 def get_task(name: str) -> Task:
     try:
-        factory = _TASKS[name]
+        entry = entries()[name]
     except (KeyError, TypeError):
         raise UnknownTaskError(
             f"unknown task {name!r}; known tasks: {', '.join(task_names())}"
         ) from None
-    return factory()
+    return entry.load()

@@ -69,6 +69,8 @@ class TaskSpec:
     selection_seeds: tuple[int, ...] = (100, 101, 102)
     diagnostic_seeds: tuple[int, ...] = (200, 201)
     extra: dict = field(default_factory=dict)
+    control_period_s: float = 0.02
+    """Simulated seconds per step (replay clocks use it)."""
 
     def __post_init__(self) -> None:
         used = {self.demo_seed}

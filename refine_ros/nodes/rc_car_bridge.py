@@ -24,7 +24,7 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
-from refine_core.tasks.car_racing import SPEED_SCALE
+from refine_core.tasks.car_racing.env import SPEED_SCALE
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector

@@ -1,4 +1,6 @@
-"""Sim node: a benchmark task's simulator (MuJoCo door or Box2D car) behind ROS topics.
+"""Sim node: any registered task's simulator (MuJoCo door, Box2D car, pendulum...) behind
+ROS topics. It asks the task for everything task-specific (env, expert, scene, static shapes,
+camera) and never which task it holds.
 
 Two ways to keep time, chosen by `real_time`:
 - lockstep (default, as fast as the policy answers): each observation carries its (episode,
@@ -10,8 +12,10 @@ Two ways to keep time, chosen by `real_time`:
 Per step it publishes the counted observation (`refine/observation`), the counted
 `[reward, done, success]` for the step just taken (`refine/reward`), the expert's action for
 the new state (`refine/expert_action`, so rollout tables carry expert labels as in
-refine_core), the typed scene topics of refine_ros.adapters, and, rate-limited, RViz markers
-and an offscreen camera image. `sim/reset` resets with the `seed` parameter (and the
+refine_core), the typed topics of the task's scene (`Task.scene`, named by
+refine_ros.scene_topics and created at start from a scene of a first reset), and, rate-limited,
+RViz markers (the scene's shapes and trail; the task's static shapes every few seconds) and an
+offscreen camera image. `sim/reset` resets with the `seed` parameter (and the
 `episode` parameter, if set, as the episode counter) and publishes the first observation
 before it answers. Episode events: `{"event": "reset", ...}` and `{"event": "end", ...}` with
 the task's episode summary (return, metric, success).
@@ -27,28 +31,26 @@ import time
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped
-from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from refine_core.tasks import get_task
+from refine_core.tasks import get_task, task_names
+from refine_core.tasks.scene import Scene
 from refine_ros import adapters, markers, qos
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import descriptor
 
-TASKS = ("door_open", "car_racing")
-TRACK_REPUBLISH_S = 2.0  # the car track is big and fixed: re-sent for late RViz windows
+STATIC_REPUBLISH_S = 2.0  # static shapes (the car track) are big and fixed: re-sent for late RViz windows
 
 
 # name -> (default, descriptor): read-only differs per parameter (some change between episodes)
 PARAMETERS: dict[str, tuple[Any, ParameterDescriptor]] = {
-    "task": ("door_open", descriptor("benchmark task: door_open | car_racing", read_only=True)),
+    "task": ("door_open", descriptor("registered task (refine tasks lists them)", read_only=True)),
     "seed": (0, descriptor("seed of the next sim/reset (fixes the door / track)", (0, 2**31 - 1))),
     "episode": (-1, descriptor("episode counter for the next reset; -1 counts up by itself", (-1, 2**31 - 1))),
     "max_steps": (0, descriptor("end episodes after this many steps; 0 = the task's length", (0, 1_000_000))),
@@ -72,9 +74,9 @@ class SimNode(Node):
             self.declare_parameter(name, default, desc)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         task_name = self._p("task")
-        if task_name not in TASKS:
+        if task_name not in task_names():
             super().destroy_node()
-            raise ValueError(f"sim_node: unknown task {task_name!r}; choose one of {', '.join(TASKS)}")
+            raise ValueError(f"sim_node: unknown task {task_name!r}; choose one of {', '.join(task_names())}")
         self.task = get_task(task_name)
         self.spec = self.task.spec
         self.frame_id = self._p("frame_id")
@@ -96,19 +98,16 @@ class SimNode(Node):
         self._rewards: list[float] = []
         self._infos: list[dict] = []
         self._trail = markers.Trail()
-        self._track: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._wheel_angles = np.zeros(4)
-        self._last_marker = self._last_camera = self._last_track = -1e9
+        self._static_shapes: tuple = ()
+        self._last_marker = self._last_camera = self._last_static = -1e9
 
         self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
         self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.LOG)
         self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.STATE)
         self._events_pub = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
-        self._typed_pubs = {
-            topic: self.create_publisher(type(msg), topic, qos.STATE)
-            for topic, msg in self._typed_prototypes().items()
-        }
+        self._typed_pubs: dict[str, Any] = {}
+        self._create_typed_publishers(self._first_scene())
         self._marker_pub = self.create_publisher(MarkerArray, "refine/markers", qos.SENSOR)
         self._camera_pub = self.create_publisher(Image, "refine/camera", qos.SENSOR)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.COMMAND)
@@ -127,26 +126,25 @@ class SimNode(Node):
         if not camera:
             return self.task.make_env()
         os.environ.setdefault("MUJOCO_GL", "osmesa")
-        if self.spec.name == "door_open":
-            import gymnasium as gym
+        width, height = self._camera_size
+        return self.task.make_camera_env(width, height)
 
-            width, height = self._camera_size
-            return gym.make(self.spec.env_id, render_mode="rgb_array", width=width, height=height,
-                            camera_name="corner")
-        return self.task.make_env(render_mode="rgb_array")
+    def _first_scene(self) -> Scene:
+        """A scene of the configured seed, so every typed topic has a publisher (and
+        subscribers time to match) before the first episode's first message."""
+        self.env.reset(seed=int(self._p("seed")))
+        return self.task.scene(self.env)
 
-    def _typed_prototypes(self) -> dict[str, Any]:
-        """One message per typed topic, to learn the topic types before any episode exists."""
-        if self.spec.name == "door_open":
-            return {"refine/gripper_pose": PoseStamped(), "refine/handle_pose": PoseStamped(),
-                    "refine/target_pose": PoseStamped(), "joint_states": JointState()}
-        return {"refine/odom": Odometry(), "refine/wheel_speeds": JointState(),
-                "refine/track_ahead": Path(), "joint_states": JointState()}
+    def _create_typed_publishers(self, scene: Scene) -> None:
+        for topic, kind in adapters.topic_types(scene).items():
+            if topic not in self._typed_pubs:
+                self._typed_pubs[topic] = self.create_publisher(kind, topic, qos.STATE)
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         for p in params:
-            if p.name == "task" and p.value not in TASKS:
-                return SetParametersResult(successful=False, reason=f"task must be one of {TASKS}")
+            if p.name == "task" and p.value not in task_names():
+                return SetParametersResult(successful=False,
+                                           reason=f"task must be one of {', '.join(task_names())}")
         return SetParametersResult(successful=True)
 
     # -- episode control ----------------------------------------------------------------------
@@ -167,10 +165,8 @@ class SimNode(Node):
         self._obs = obs
         self._observations, self._rewards, self._infos = [obs], [], []
         self._trail.clear()
-        self._wheel_angles[:] = 0.0
-        if self.spec.name == "car_racing":
-            self._track = adapters.car_track(self.env)
-            self._last_track = -1e9
+        self._static_shapes = self.task.static_shapes(self.env)
+        self._last_static = -1e9
         self._publish_event("reset", seed=seed)
         self._publish_observation(done=False)
         response.success = True
@@ -218,7 +214,7 @@ class SimNode(Node):
         self._rewards.append(float(reward))
         self._infos.append(dict(info))
         done = bool(terminated or truncated or self.step_index >= self._max_steps())
-        success = float(info.get("success", info.get("lap_finished", 0.0)) or 0.0)
+        success = float(info.get("success", 0.0) or 0.0)
         self._reward_pub.publish(pack_vector(self.episode, acted_on, [float(reward), float(done), success]))
         self._publish_observation(done=done)
         if done:
@@ -242,13 +238,16 @@ class SimNode(Node):
             expert = np.asarray(self.expert(self._obs), dtype=float)
             self._expert_pub.publish(pack_vector(self.episode, self.step_index, expert.tolist()))
         stamp = self.get_clock().now().to_msg()
-        scene = self._scene()
-        for topic, msg in self._typed(scene, stamp).items():
+        scene = self.task.scene(self.env)
+        typed = adapters.scene_messages(scene, stamp, self.frame_id)
+        if typed.keys() - self._typed_pubs.keys():  # a task whose scene grew: publish it too
+            self._create_typed_publishers(scene)
+        for topic, msg in typed.items():
             self._typed_pubs[topic].publish(msg)
         now = time.monotonic()
         if self._p("publish_markers"):
-            speed = scene.speed if isinstance(scene, adapters.CarScene) else 0.0
-            self._trail.add(scene.gripper if isinstance(scene, adapters.DoorScene) else (scene.x, scene.y, 0.1), speed)
+            if scene.trail is not None:
+                self._trail.add(scene.trail)
             if done or now - self._last_marker >= 1.0 / float(self._p("marker_rate_hz")):
                 self._last_marker = now
                 self._publish_markers(scene, stamp, now)
@@ -258,26 +257,12 @@ class SimNode(Node):
             self._last_camera = now
             self._publish_camera(stamp)
 
-    def _scene(self):
-        if self.spec.name == "door_open":
-            return adapters.door_scene(self.env, np.asarray(self._obs))
-        return adapters.car_scene(self.env, self._track)
-
-    def _typed(self, scene, stamp) -> dict[str, Any]:
-        if isinstance(scene, adapters.DoorScene):
-            return adapters.door_messages(scene, stamp, self.frame_id)
-        self._wheel_angles += scene.wheel_omegas * (1.0 / 50.0)
-        self._wheel_angles %= 2 * np.pi
-        return adapters.car_messages(scene, stamp, self.frame_id, self._wheel_angles)
-
-    def _publish_markers(self, scene, stamp, now: float) -> None:
-        if isinstance(scene, adapters.DoorScene):
-            self._marker_pub.publish(markers.door_markers(scene, self._trail, stamp, self.frame_id))
-            return
-        if now - self._last_track >= TRACK_REPUBLISH_S and self._track is not None:
-            self._last_track = now
-            self._marker_pub.publish(markers.track_markers(self._track[1], self._track[2], stamp, self.frame_id))
-        self._marker_pub.publish(markers.car_markers(scene, self._trail, stamp, self.frame_id))
+    def _publish_markers(self, scene: Scene, stamp, now: float) -> None:
+        if self._static_shapes and now - self._last_static >= STATIC_REPUBLISH_S:
+            self._last_static = now
+            self._marker_pub.publish(markers.shape_markers(self._static_shapes, stamp, self.frame_id))
+        if scene.shapes or scene.trail is not None:
+            self._marker_pub.publish(markers.scene_markers(scene, self._trail, stamp, self.frame_id))
 
     def _publish_camera(self, stamp) -> None:
         try:
@@ -295,7 +280,7 @@ class SimNode(Node):
             frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
         img = Image(height=height, width=width, encoding="rgb8", is_bigendian=0, step=3 * width)
         img.header.stamp = stamp
-        img.header.frame_id = "camera_link" if self.spec.name == "car_racing" else self.frame_id
+        img.header.frame_id = self.task.camera_frame or self.frame_id
         img.data = frame.tobytes()
         self._camera_pub.publish(img)
 

@@ -46,6 +46,10 @@ NEEDS_LLM = (
     "the offline analyst has no starter program or edit catalogue for task {task!r}; "
     "an LLM endpoint is needed (configure --analyst openai with a model, base URL and key)"
 )
+NO_CATALOGUE = (
+    "the offline analyst has no catalogue of edits for task {task!r}, so it stops after "
+    "diagnosing; revising the program needs an LLM endpoint (configure --analyst openai)"
+)
 FOCUS_MARKER = "focus.requested"
 SAFE_MARKER = "# refine-structure: safe"
 
@@ -88,6 +92,16 @@ class {spec.policy_class}(nn.Module):
 '''
 
 
+def _task_starter(task_name: str) -> str | None:
+    """The starter program a registered task ships with (`Task.starter_program`), if any."""
+    from refine_core.tasks.registry import UnknownTaskError, get_task
+
+    try:
+        return get_task(task_name).starter_program()
+    except UnknownTaskError:
+        return None
+
+
 def _key(name: str) -> str:
     cleaned = "".join(c if c.isalnum() else "_" for c in name.lower())
     return cleaned.strip("_") or "action"
@@ -126,11 +140,21 @@ class OfflineAnalyst(Analyst):
         self, spec: TaskSpec, *, failed_program: str | None, error: str | None
     ) -> ProgramAnswer:
         if not catalogue_for(spec.name):
-            return ProgramAnswer(
-                program=None,
-                reasoning=f"{IDENTITY} It cannot write a program for a task it does not know.",
-                error=NEEDS_LLM.format(task=spec.name),
-            )
+            starter = _task_starter(spec.name)
+            if starter is None:
+                return ProgramAnswer(
+                    program=None,
+                    reasoning=f"{IDENTITY} It cannot write a program for a task it does not know.",
+                    error=NEEDS_LLM.format(task=spec.name),
+                )
+            if failed_program is None:
+                return ProgramAnswer(
+                    program=starter,
+                    reasoning=(
+                        f"{IDENTITY} Starting from the starter program that task {spec.name} "
+                        f"ships with; {NO_CATALOGUE.format(task=spec.name)}."
+                    ),
+                )
         if failed_program is None:
             return ProgramAnswer(
                 program=render(spec.name, ()),
@@ -215,9 +239,10 @@ class OfflineAnalyst(Analyst):
     def _decide(self, spec: TaskSpec, program: str, results: str) -> Decision:
         edits = catalogue_for(spec.name)
         if not edits:
+            missing = NO_CATALOGUE if _task_starter(spec.name) is not None else NEEDS_LLM
             return Decision(
                 kind="stop",
-                reasoning=f"{IDENTITY} Diagnostics ran, but {NEEDS_LLM.format(task=spec.name)}.",
+                reasoning=f"{IDENTITY} Diagnostics ran, but {missing.format(task=spec.name)}.",
             )
         if program_structure(program) != spec.name:
             return Decision(

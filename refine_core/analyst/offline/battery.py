@@ -326,229 +326,30 @@ def _metric_generic(check):
           episodes=len(returns))
 '''
 
-_CAR_METRIC = '''
-
-def _on_track(frame, offset):
-    return np.abs(np.nan_to_num(_col(frame, offset))) <= HALF_WIDTH
-
-
-def _bend_speed_check(check, offset, speed, bend):
-    """Speed on the track where the road ahead bends, rollout against demonstration: a car
-    that is faster there than the demonstration was is asking for more grip than it has."""
-    out = {}
-    for label, frame in (("roll", df), ("demo", demo)):
-        if frame is None:
-            raise _Missing("demo")
-        sel = _on_track(frame, offset) & (_on(frame, bend) > BEND_RAD)
-        out[label] = float(np.mean(_col(frame, speed)[sel])) if sel.any() else float("nan")
-        out[label + "_rows"] = int(sel.sum())
-    ratio = out["roll"] / out["demo"] if out["demo"] and math.isfinite(out["demo"]) else float("nan")
-    status = "FAIL" if ratio > 1.15 else "PASS" if math.isfinite(ratio) else "INFO"
-    _emit(check, status, roll_speed=out["roll"], demo_speed=out["demo"], ratio=ratio,
-          roll_rows=out["roll_rows"], demo_rows=out["demo_rows"])
-
-
-def _traction_check(check, speed, rear, steer, gas):
-    """Wheel spin and gas under hard steering, rollout against demonstration: a rear-wheel
-    drive car that keeps the gas on while steering hard spins its rear wheels and slides."""
-    out = {}
-    for label, frame in (("roll", df), ("demo", demo)):
-        if frame is None:
-            raise _Missing("demo")
-        spin = 0.5 * (_col(frame, rear[0]) + _col(frame, rear[1])) - _col(frame, speed)
-        hard = np.abs(np.nan_to_num(_col(frame, steer))) > STEER_HARD
-        out[label + "_spin_frac"] = float(np.mean(spin > SPIN))
-        out[label + "_gas_hard"] = float(np.mean(_col(frame, gas)[hard])) if hard.any() else 0.0
-        out[label + "_hard_frac"] = float(np.mean(hard))
-    spin_excess = out["roll_spin_frac"] - out["demo_spin_frac"]
-    gas_excess = out["roll_gas_hard"] - out["demo_gas_hard"]
-    status = "FAIL" if spin_excess > 0.2 or gas_excess > 0.3 else "PASS"
-    _emit(check, status, spin_excess=spin_excess, gas_hard_excess=gas_excess, **out)
-
-
-def _offtrack_check(check, offset):
-    """How often the car leaves the track, per 1000 steps, against the demonstration."""
-    rates = {}
-    for label, frame in (("roll", df), ("demo", demo)):
-        if frame is None:
-            raise _Missing("demo")
-        entries, steps = 0, 0
-        for g in _groups(frame) if label == "roll" else [frame]:
-            off = ~_on_track(g, offset)
-            entries += int(np.sum(off[1:] & ~off[:-1]) + (1 if len(off) and off[0] else 0))
-            steps += len(g)
-        rates[label] = 1000.0 * entries / max(steps, 1)
-    ratio = rates["roll"] / max(rates["demo"], 1.0)
-    _emit(check, "FAIL" if ratio > 3.0 else "PASS", roll_per_1000=rates["roll"],
-          demo_per_1000=rates["demo"], ratio=ratio)
-
-
-def _metric_car(check, offset, speed):
-    returns, offtrack, speeds, steps = [], [], [], []
-    for g in _groups(df):
-        returns.append(float(np.nansum(_col(g, "reward"))))
-        offtrack.append(float(np.mean(np.abs(_col(g, offset)) > HALF_WIDTH)))
-        speeds.append(float(np.nanmean(_col(g, speed))))
-        steps.append(len(g))
-    demo_return = float(np.nansum(_col(demo, "reward"))) if demo is not None and "reward" in demo else float("nan")
-    _emit(check, "INFO", mean_return=float(np.mean(returns)), min_return=float(np.min(returns)),
-          demo_return=demo_return, offtrack_frac=float(np.mean(offtrack)),
-          mean_speed=float(np.mean(speeds)), steps=float(np.mean(steps)))
-'''
-
-_DOOR_METRIC = '''
-
-def _distance(frame, a, b):
-    return np.sqrt(sum((_col(frame, x) - _col(frame, y)) ** 2 for x, y in zip(a, b)))
-
-
-def _metric_door(check, gripper, handle, target):
-    mins, initial, final, decrease, grip_min, near = [], [], [], [], [], []
-    for g in _groups(df):
-        d = _distance(g, handle, target)
-        reach = _distance(g, gripper, handle)
-        mins.append(float(np.nanmin(d)))
-        initial.append(float(d[0]))
-        final.append(float(d[-1]))
-        decrease.append((float(d[0]) - float(np.nanmin(d))) / max(float(d[0]), 1e-9))
-        grip_min.append(float(np.nanmin(reach)))
-        near.append(float(np.mean(reach < NEAR_HANDLE)))
-    demo_min = float(np.nanmin(_distance(demo, handle, target))) if demo is not None else float("nan")
-    _emit(check, "INFO", min_handle_target=float(np.mean(mins)), demo_min=demo_min,
-          gap=float(np.mean(mins)) - demo_min, initial=float(np.mean(initial)),
-          final=float(np.mean(final)), decrease_frac=float(np.mean(decrease)),
-          min_gripper_handle=float(np.mean(grip_min)), near_frac=float(np.mean(near)))
-
-
-def _contact_step(frame, gripper, handle):
-    reach = _distance(frame, gripper, handle)
-    hits = np.flatnonzero(reach < NEAR_HANDLE)
-    return int(hits[0]) if len(hits) else len(frame)
-
-
-def _approach_facts(frame, gripper, handle):
-    """(first step at the handle, steps spent aligned above it before that)."""
-    contact = _contact_step(frame, gripper, handle)
-    flat = _distance(frame, gripper[:2], handle[:2])
-    above = _col(frame, gripper[2]) - _col(frame, handle[2])
-    waiting = (flat < ALIGNED_XY) & (above > ABOVE)
-    return contact, int(np.sum(waiting[:contact]))
-
-
-def _approach_check(check, gripper, handle):
-    """How long the gripper takes to reach the handle and how long it waits above it once
-    aligned, against the demonstration."""
-    if demo is None:
-        raise _Missing("demo")
-    roll = [_approach_facts(g, gripper, handle) for g in _groups(df)]
-    d_contact, d_wait = _approach_facts(demo, gripper, handle)
-    contact = float(np.mean([c for c, _ in roll]))
-    wait = float(np.mean([w for _, w in roll]))
-    ratio = contact / max(d_contact, 1)
-    status = "FAIL" if wait - d_wait > 10 or ratio > 1.5 else "PASS"
-    _emit(check, status, contact_step=contact, demo_contact_step=d_contact, contact_ratio=ratio,
-          wait_steps=wait, demo_wait_steps=d_wait, wait_excess=wait - d_wait)
-
-
-def _pull_check(check, gripper, handle, target):
-    """After first contact and until the door is as open as it gets: how often the gripper is
-    off the handle, and how far the handle travels toward the target per step."""
-    lost, rate = [], []
-    for g in _groups(df):
-        contact = _contact_step(g, gripper, handle)
-        d = _distance(g, handle, target)
-        done = int(np.nanargmin(d))
-        if contact >= done:
-            continue
-        reach = _distance(g, gripper, handle)[contact:done]
-        lost.append(float(np.mean(reach > 2 * NEAR_HANDLE)))
-        rate.append((float(d[contact]) - float(d[done])) / max(done - contact, 1))
-    if not lost:
-        _emit(check, "FAIL", engaged_episodes=0, lost_frac=1.0)
-        return
-    d = _distance(demo, handle, target) if demo is not None else None
-    demo_rate = float("nan")
-    if d is not None:
-        contact, done = _contact_step(demo, gripper, handle), int(np.nanargmin(d))
-        if contact < done:
-            demo_rate = (float(d[contact]) - float(d[done])) / max(done - contact, 1)
-    _emit(check, "FAIL" if float(np.mean(lost)) > 0.2 else "PASS", engaged_episodes=len(lost),
-          lost_frac=float(np.mean(lost)), close_rate=float(np.mean(rate)), demo_close_rate=demo_rate)
-'''
-
-
 def _quote(name: str) -> str:
     return repr(str(name))
 
 
 def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
-    """(state features for the disagreement hot spots as expressions, extra helper code, the
-    metric check call) for the bundled tasks, with column names taken from the spec."""
-    names = {s.name for s in spec.inputs}
-    if spec.name == "car_racing" and {"tiles", "indicators"} <= names:
-        tiles = spec.input("tiles").columns
-        ind = spec.input("indicators").columns
+    """(state features for the hot spots as expressions, the task's helper code, its check
+    calls), from the task's own folder (`Task.diagnostic_features` / `diagnostic_checks`) when
+    `spec` is the spec of a registered task with the same columns; else only a generic metric."""
+    task = _registered_task(spec)
+    features = task.diagnostic_features() if task else {}
+    helpers, calls = task.diagnostic_checks() if task else ([], [])
+    if not calls:
+        calls = ["_run('metric.generic', _metric_generic)"]
+    return features, list(helpers), "\n".join(calls)
 
-        def tile(k: int, j: int) -> str:
-            return f"C({_quote(tiles[k * 4 + j])})"
 
-        ahead = " + ".join(tile(k, 2) for k in range(1, 12))
-        bend = " + ".join(f"np.abs({tile(k, 2)})" for k in range(5, 12))
-        features = {
-            "abs_offset": f"np.abs({tile(0, 0)})",
-            "heading_ahead": f"({ahead}) / 11",
-            "bend": f"({bend}) / 7",
-            "speed": f"C({_quote(ind[0])})",
-            "yaw_rate": f"C({_quote(ind[2])})",
-        }
-        helpers = [
-            "\n# Track half-width in the observation's units (METHOD.md).\nHALF_WIDTH = 0.2"
-            "\n# A bend ahead: some tile 4-11 turned this much (rad) from the car's heading."
-            "\nBEND_RAD = 0.4"
-            "\n# Steering this hard (|steer|) is a bend, where gas costs grip."
-            "\nSTEER_HARD = 0.3"
-            "\n# Rear wheels this much faster than the car (speed units) are spinning."
-            "\nSPIN = 0.1",
-            _CAR_METRIC,
-        ]
-        bend = "np.max(np.abs(np.column_stack([" + ", ".join(tile(k, 2) for k in range(4, 12)) + "])), axis=1)"
-        calls = [
-            f"_run('metric.car_racing', _metric_car, {_quote(tiles[0])}, {_quote(ind[0])})",
-            f"_run('offtrack', _offtrack_check, {_quote(tiles[0])})",
-            f"_run('bend.speed', _bend_speed_check, {_quote(tiles[0])}, {_quote(ind[0])}, lambda: {bend})",
-            f"_run('traction', _traction_check, {_quote(ind[0])}, ({_quote(ind[5])}, {_quote(ind[6])}), "
-            f"'act_{spec.actions[0].name}', 'act_{spec.actions[1].name}')",
-        ]
-        return features, helpers, "\n".join(calls)
-    if spec.name == "door_open" and "features" in names:
-        cols = spec.input("features").columns
-        gripper, handle, target = cols[0:3], cols[4:7], cols[36:39]
+def _registered_task(spec: TaskSpec):
+    from refine_core.tasks.registry import UnknownTaskError, get_task
 
-        def dist(a, b) -> str:
-            return "np.sqrt(" + " + ".join(f"(C({_quote(x)}) - C({_quote(y)})) ** 2" for x, y in zip(a, b, strict=False)) + ")"
-
-        features = {
-            "handle_gripper_distance": dist(gripper, handle),
-            "handle_gripper_xy": dist(gripper[:2], handle[:2]),
-            "gripper_above_handle": f"C({_quote(gripper[2])}) - C({_quote(handle[2])})",
-            "handle_target_distance": dist(handle, target),
-        }
-        helpers = [
-            "\n# Gripper within this distance (m) of the handle counts as at the handle.\nNEAR_HANDLE = 0.05"
-            "\n# Horizontally this close (m) to the handle counts as aligned over it."
-            "\nALIGNED_XY = 0.04"
-            "\n# Higher than this (m) above the handle counts as hovering."
-            "\nABOVE = 0.02",
-            _DOOR_METRIC,
-        ]
-        args = f"{list(gripper)!r}, {list(handle)!r}"
-        calls = [
-            f"_run('metric.door_open', _metric_door, {args}, {list(target)!r})",
-            f"_run('door.approach', _approach_check, {args})",
-            f"_run('door.pull', _pull_check, {args}, {list(target)!r})",
-        ]
-        return features, helpers, "\n".join(calls)
-    return {}, [], "_run('metric.generic', _metric_generic)"
+    try:
+        task = get_task(spec.name)
+    except UnknownTaskError:
+        return None
+    return task if task.spec.observation_columns == spec.observation_columns else None
 
 
 def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium.envs.box2d.car_dynamics import SIZE, WHEEL_R
 
-from refine_core.tasks.car_racing import CarRacingSemantic, wrap_angle
+from refine_core.tasks.car_racing.env import CarRacingSemantic, wrap_angle
 
 WHEELBASE = (80 + 82) * SIZE  # front to rear axle, world units
 WHEEL_RADIUS = WHEEL_R * SIZE

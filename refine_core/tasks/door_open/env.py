@@ -4,31 +4,12 @@ Why a wrapper: Meta-World hides the goal by default (partially observable), pick
 positions from the global NumPy RNG unless a benchmark task is set, and uses a gripper
 effort where +1 closes. The method needs the target in the observation, one door
 configuration per seed (so demonstration, selection and evaluation seeds mean something),
-and a gripper command in [0, 1] where 1 opens.
-
-Observation (39,) float64, Meta-World's layout: gripper xyz (0-2), gripper opening (3),
-handle xyz (4-6), handle quaternion (7-10) in SciPy's scalar-last order (qx, qy, qz, qw),
-zeros (11-17), the same 18 values one step earlier (18-35), target xyz (36-38).
-
-Action Box([-1, -1, -1, 0], [1, 1, 1, 1]): gripper dx, dy, dz (Meta-World's scaled mocap
-motion) and a gripper command g (1 open, 0 closed), sent to Meta-World as effort 1 - 2 g.
-Out-of-range actions are clipped; non-finite or wrongly shaped ones raise `InvalidAction`.
-
-``reset(seed=s)`` draws the door position from ``numpy.random.default_rng(s)`` inside
-Meta-World's own door range; the target follows the door as in Meta-World. Episodes are
-truncated after 500 steps. ``info`` carries Meta-World's fields (``success`` etc.) plus
-``handle_target_distance``.
-
-Helpers on ``env.unwrapped`` for the ROS sim node and RViz: ``gripper_position()``,
-``handle_position()``, ``target_position()``, ``door_angle()`` (hinge angle, rad, negative
-while opening), ``door_quaternion()`` (door body orientation, MuJoCo order w, x, y, z),
-``door_configuration()`` (the seeded door base position), ``arm_joint_names()`` /
-``arm_joint_positions()`` (Sawyer right_j0..right_j6 qpos, rad), ``finger_positions()``.
+and a gripper command in [0, 1] where 1 opens. The full contract is the docstring of
+`DoorOpenEnv`.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,12 +18,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import InvalidAction
 
-# Meta-World's scripted policies warn on every step whose gains saturate the action; the expert
-# labels every rollout step, so that warning would drown the output. Its clipping is expected.
-warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", module="metaworld")
-
 EPISODE_STEPS = 500
 ARM_JOINTS = tuple(f"right_j{i}" for i in range(7))
+CLAW_JOINTS = ("r_close", "l_close")
 HANDLE = slice(4, 7)
 TARGET = slice(36, 39)
 
@@ -71,6 +49,56 @@ def min_handle_target_distance(observations: Sequence[np.ndarray]) -> float:
 
 
 class DoorOpenEnv(gym.Env):
+    """Meta-World's Sawyer door-open-v3 with the target visible and the door set by the seed.
+
+    ## Description
+    A Sawyer arm must pull a door open by its handle; the door hinges on a vertical axis and
+    stands somewhere on the table in front of the robot.
+
+    ## Action Space
+    `Box([-1, -1, -1, 0], [1, 1, 1, 1], float32)`: hand motion dx, dy, dz (the hand's set
+    point moves by action / 100 m per step) and a gripper command g, 1 open and 0 closed,
+    sent to Meta-World as effort 1 - 2 g. Out-of-range actions are clipped; non-finite or
+    wrongly shaped ones raise `InvalidAction`.
+
+    ## Observation Space
+    `Box((39,), float64)`, Meta-World's layout in metres, world frame (robot base at the
+    origin, x to the robot's right, y towards the door, z up): hand xyz (0-2, 4.5 cm above
+    the finger tips); gripper opening (3: finger distance / 0.1 m clipped to [0, 1], about
+    0.3 closed on nothing); handle xyz (4-6); handle quaternion (7-10) in SciPy's
+    scalar-last order (qx, qy, qz, qw), turning about z by the hinge angle; zeros (11-17);
+    the same 18 values one step earlier (18-35, a copy of 0-17 at reset); target xyz
+    (36-38).
+
+    ## Rewards
+    Meta-World's shaped door-open reward (reach, grasp, pull), unchanged.
+
+    ## Starting State
+    ``reset(seed=s)`` draws the door position from ``numpy.random.default_rng(s)`` inside
+    Meta-World's own door range; the target follows the door (door + (-0.3, -0.45, 0)); the
+    arm starts at Meta-World's home pose with the gripper open.
+
+    ## Episode End
+    Never terminates; truncates after 500 steps (a further step raises `RuntimeError`).
+    ``info`` carries Meta-World's fields (``success``: handle x within 0.08 m of target x)
+    plus ``handle_target_distance``.
+
+    ## Arguments
+    `render_mode` ("rgb_array", "depth_array", "human"), `camera_name`, `width`, `height` as
+    in Meta-World.
+
+    ## Helpers
+    On ``env.unwrapped``, for experts and viewers: ``gripper_position()``,
+    ``handle_position()``, ``target_position()``, ``door_angle()`` (hinge angle, rad,
+    negative while opening), ``door_quaternion()`` (door body, MuJoCo order w, x, y, z),
+    ``door_configuration()`` (the seeded door position), ``arm_joint_names()`` /
+    ``arm_joint_positions()`` (Sawyer right_j0..right_j6, rad), ``finger_positions()``,
+    ``claw_joint_positions()``.
+
+    ## Version History
+    - v0: Meta-World door-open-v3, goal visible, seeded door, gripper 1 = open.
+    """
+
     metadata = {"render_modes": ["rgb_array", "depth_array", "human"], "render_fps": 80}
 
     def __init__(
@@ -170,20 +198,12 @@ class DoorOpenEnv(gym.Env):
     def arm_joint_positions(self) -> np.ndarray:
         return self.raw.data.qpos[self._arm_qpos].copy()
 
+    def claw_joint_positions(self) -> np.ndarray:
+        """The two claw slide joints (r_close, l_close), m; 0 is fully open."""
+        d = self.raw.data
+        return np.array([d.joint(name).qpos.item() for name in CLAW_JOINTS])
+
     def finger_positions(self) -> np.ndarray:
         d = self.raw.data
         return np.stack([d.body("rightclaw").xpos, d.body("leftclaw").xpos]).copy()
 
-
-class DoorExpert:
-    """Meta-World's scripted door-open policy, translated to this env's action space."""
-
-    def __init__(self, env: gym.Env | None = None) -> None:
-        from metaworld.policies.sawyer_door_open_v3_policy import SawyerDoorOpenV3Policy
-
-        self._policy = SawyerDoorOpenV3Policy()
-
-    def __call__(self, obs: Any) -> np.ndarray:
-        # the policy edits its observation in place, so it gets a copy
-        raw = np.asarray(self._policy.get_action(np.array(obs, dtype=np.float64)), dtype=np.float64)
-        return np.array([*np.clip(raw[:3], -1.0, 1.0), gripper_command(raw[3])], dtype=np.float32)

@@ -4,36 +4,8 @@ Why: a structured policy reasons about lateral offsets and upcoming bends, not p
 rendering a 96x96 frame every step is most of the stock env's cost. This env keeps the stock
 physics, track generator and reward, and replaces the observation with the schema of
 METHOD.md; pixels are drawn only when a caller asks through `render()` (or render_mode
-"human", which draws every step as the stock env does).
-
-Observation (Dict, float32):
-- ``tiles`` (12, 4): the 12 tiles ahead of the car in track order, nearest first. Per tile,
-  in the tile's own frame and in track units where the half-width is 0.2:
-  ``x`` lateral position of the car relative to the tile centre, positive when the car is
-  left of it (|x| > 0.2 means grass); ``y`` longitudinal position of the car relative to the
-  tile centre along the driving direction (negative: the tile centre is still ahead);
-  ``theta`` tile heading minus car heading wrapped to [-pi, pi], positive when the road turns
-  left; ``border`` 1.0 on tiles the track marks with a red-white curb (sharp corners).
-  Tile 0 is the nearest tile whose centre is not behind the car. x and y are clipped to
-  +-40 (far beyond the playfield, so only reachable by a bug).
-- ``indicators`` (7,): speed / 100 (not clipped; about 1 at the car's top speed), heading
-  angle wrapped to [-pi, pi] divided by pi, angular velocity (rad/s, Box2D's native unit;
-  positive turning left), and the four wheels' ABS-sensor readings front-left, front-right,
-  rear-left, rear-right: wheel surface speed on the speed scale, ``omega * 0.54 / 100``, so
-  a rolling wheel reads about the normalised speed and a spinning one reads more.
-
-Action Box([-1, 0, 0], [1, 1, 1]): steer (negative is left), gas, brake; clipped to the
-bounds; a non-finite or wrongly shaped action raises `InvalidAction`.
-
-Reward, termination and the -100 for leaving the playfield are the stock env's; ``info``
-adds ``tiles_visited`` and ``track_tiles``. The registered id truncates after 1000 steps.
-
-Helpers on ``env.unwrapped`` for the ROS sim node and RViz (world units, metres-like):
-``track_centreline() -> (N, 2)``, ``tile_polygons() -> (N, 4, 2)``, ``border_flags() -> (N,)``,
-``semantic_observation()`` (re-read the observation after moving the car),
-``car_state() -> dict`` (x, y, angle, vx, vy, speed, angular_velocity, steer,
-wheel_omegas[4], wheel_positions[4, 2]), ``track_index`` (index of tile 0),
-``units_per_world`` (the scale factor of the observation).
+"human", which draws every step as the stock env does). The full contract is the docstring of
+`CarRacingSemantic`.
 """
 
 from __future__ import annotations
@@ -178,7 +150,64 @@ def observation_space() -> spaces.Dict:
 
 
 class CarRacingSemantic(_cr.CarRacing):
-    """Stock CarRacing physics and reward; semantic observation; no per-step pixels."""
+    """Stock CarRacing physics and reward; semantic observation; no per-step pixels.
+
+    ## Description
+    A rear-wheel-drive car on a random closed track (stock generator, about 300 tiles). The
+    observation describes the road ahead in the car's terms instead of a top-down image.
+
+    ## Action Space
+    `Box([-1, 0, 0], [1, 1, 1], float32)`: steer (negative is left), gas (rear wheels),
+    brake (0.9 or more locks the wheels). Out-of-range values are clipped; a non-finite or
+    wrongly shaped action raises `InvalidAction`.
+
+    ## Observation Space
+    `Dict(tiles=Box((12, 4)), indicators=Box((7,)))`, float32.
+    - ``tiles``: the 12 tiles ahead in track order, nearest first (tile 0 is the nearest
+      tile whose centre is not behind the car). Per tile, in the tile's own frame and in
+      track units (`UNITS_PER_WORLD` = 0.03 per world unit, so the half-width is 0.2):
+      ``x`` lateral position of the car relative to the tile centre, positive when the car
+      is left of it (|x| > 0.2: the wheels are on the grass); ``y`` longitudinal position of
+      the car relative to the tile centre along the driving direction (negative: the centre
+      is still ahead; consecutive tiles are about 0.105 apart); ``theta`` tile heading minus
+      car heading, radians wrapped to [-pi, pi], positive when the road turns left;
+      ``border`` 1.0 on tiles the track draws with a red-white curb, else 0.0. x and y are
+      clipped to +-40 (beyond the playfield, so only reachable by a bug).
+    - ``indicators``: speed / 100 (world units per second, not clipped; the scripted expert
+      reaches about 1 on long straights); heading (0 facing world +y, counter-clockwise
+      positive) wrapped to [-pi, pi] and divided by pi; angular velocity in rad/s (Box2D's
+      unit, positive turning left); the four wheels' ABS readings front-left, front-right,
+      rear-left, rear-right: wheel surface speed on the speed scale, ``omega * 0.54 / 100``,
+      so a rolling wheel reads about the speed and a spinning one more.
+
+    ## Rewards
+    The stock env's: +1000 / N for each of the N tiles touched for the first time, -0.1 per
+    step, -100 for leaving the playfield.
+
+    ## Starting State
+    The car stands still on the first tile, facing along the track; the seed fixes the track.
+
+    ## Episode End
+    Terminates when every tile has been visited or the lap is closed (``info["lap_finished"]``
+    true, ``info["success"]`` 1.0) or when the car leaves the playfield
+    (``lap_finished`` false). The registered id truncates after 1000 steps (20 s).
+    ``info`` also carries ``tiles_visited`` and ``track_tiles``.
+
+    ## Arguments
+    `render_mode` (None, "human", "rgb_array", "state_pixels"), `lap_complete_percent`,
+    `domain_randomize` as in the stock env.
+
+    ## Helpers
+    On ``env.unwrapped``, for experts and viewers (world units): ``track_geometry()``,
+    ``track_centreline() -> (N, 2)``, ``tile_polygons() -> (N, 4, 2)``,
+    ``border_flags() -> (N,)``, ``semantic_observation()`` (re-read after moving the car),
+    ``car_state() -> dict`` (x, y, angle, vx, vy, speed, angular_velocity, steer,
+    wheel_omegas[4], wheel_phases[4], wheel_positions[4, 2]), ``track_index`` (tile 0),
+    ``units_per_world``.
+
+    ## Version History
+    - v0: stock CarRacing-v3 physics with the semantic observation.
+    """
 
     def __init__(
         self,
@@ -242,6 +271,7 @@ class CarRacingSemantic(_cr.CarRacing):
                 terminated = True
                 info["lap_finished"] = False
                 reward = -100.0
+        info["success"] = 1.0 if info.get("lap_finished", False) else 0.0
         info["tiles_visited"] = self.tile_visited_count
         info["track_tiles"] = len(self.track)
         obs = self.semantic_observation()
@@ -308,6 +338,7 @@ class CarRacingSemantic(_cr.CarRacing):
             "angular_velocity": float(hull.angularVelocity),
             "steer": float(self.car.wheels[0].joint.angle),
             "wheel_omegas": [float(w.omega) for w in self.car.wheels],
+            "wheel_phases": [float(w.phase) for w in self.car.wheels],
             "wheel_positions": [
                 [float(w.position[0]), float(w.position[1])] for w in self.car.wheels
             ],

@@ -1,4 +1,6 @@
-"""The car-racing `Task`: spec text for program authors, env factory, expert, summaries."""
+"""The car-racing `Task`: spec text for program authors, env factory, expert, summaries,
+scene and diagnostic features. Nothing here imports Box2D until an env is made, so the spec
+is cheap to read (the sandboxed fit reads it)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import gymnasium as gym
 import numpy as np
 
 from refine_core.tasks.base import Expert, Task
+from refine_core.tasks.car_racing import ENTRY
+from refine_core.tasks.scene import Scene, Shape
 from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
-ENV_ID = "refine/CarRacingSemantic-v0"
-EPISODE_STEPS = 1000
+ENV_ID = ENTRY.env_id
+EPISODE_STEPS = ENTRY.max_episode_steps
 
 _TILE_COLUMNS = tuple(f"tile{i}_{f}" for i in range(12) for f in ("x", "y", "theta", "border"))
 _INDICATOR_COLUMNS = (
@@ -43,12 +47,15 @@ one tile is about 0.105 long; the car body is about 0.15 long, i.e. about 1.4 ti
   to the car's heading, in radians in [-pi, pi], positive when the road turns LEFT relative
   to where the car points; border = 1 if the tile is a sharp corner (the track's red-white
   curb flag), else 0.
-- indicators (7,): speed normalised from [0, 100] to [0, 1] (about 1 at top speed, not
-  clipped); absolute heading normalised from [-pi, pi] to [-1, 1]; angular velocity in rad/s
-  (the simulator's native unit, positive when turning left); then the four wheels' ABS-sensor
+- indicators (7,): speed normalised from [0, 100] to [0, 1] (not clipped; the scripted
+  expert reaches about 1 on long straights); absolute heading normalised from [-pi, pi] to
+  [-1, 1] (0 when the car faces the world's +y axis, growing counter-clockwise, so a left
+  turn raises it); angular velocity in rad/s (the simulator's native unit, positive when
+  turning left; about 3.5 when steering 0.6 at speed 0.3); then the four wheels' ABS-sensor
   readings (front-left, front-right, rear-left, rear-right): wheel surface speed on the same
-  scale as speed, so a wheel rolling without slipping reads about the normalised speed, and a
-  driven rear wheel that spins under too much gas reads clearly more than the speed.
+  scale as speed, so a wheel rolling without slipping reads about the normalised speed, the
+  outer wheels of a bend read more than the inner ones, and a driven rear wheel that spins
+  under too much gas reads clearly more than the speed.
 Actions: steer in [-1, 1] (negative steers left, positive right), gas in [0, 1] (drives the
 rear wheels), brake in [0, 1] (0.9 or more locks the wheels). The steering turns at a finite
 rate; full gas in a bend makes the rear wheels slip and the car spin out.
@@ -82,10 +89,13 @@ def make_spec() -> TaskSpec:
         ),
         metric=MetricSpec("return", True, "the sum of the rewards over the episode"),
         episode_steps=EPISODE_STEPS,
+        control_period_s=0.02,  # CarRacing runs at 50 frames per second
     )
 
 
 class CarRacingTask(Task):
+    camera_frame = "camera_link"  # urdf/rc_car.urdf's camera, looking down at the car
+
     def __init__(self) -> None:
         self.spec = make_spec()
 
@@ -93,9 +103,41 @@ class CarRacingTask(Task):
         return gym.make(ENV_ID, render_mode=render_mode)
 
     def expert(self, env: gym.Env) -> Expert:
-        from refine_core.tasks.car_expert import CarExpert
+        from refine_core.tasks.car_racing.expert import CarExpert
 
         return CarExpert(env)
+
+    def scene(self, env: gym.Env) -> Scene:
+        from refine_core.tasks.car_racing.scene import car_scene
+
+        return car_scene(env)
+
+    def static_shapes(self, env: gym.Env) -> tuple[Shape, ...]:
+        from refine_core.tasks.car_racing.scene import track_shapes
+
+        return track_shapes(env)
+
+    def diagnostic_checks(self) -> tuple[list[str], list[str]]:
+        from refine_core.tasks.car_racing.diagnostics import checks
+
+        return checks(self.spec)
+
+    def diagnostic_features(self) -> dict[str, str]:
+        tiles = self.spec.input("tiles").columns
+        indicators = self.spec.input("indicators").columns
+
+        def tile(k: int, j: int) -> str:
+            return f"C({tiles[k * 4 + j]!r})"
+
+        ahead = " + ".join(tile(k, 2) for k in range(1, 12))
+        bend = " + ".join(f"np.abs({tile(k, 2)})" for k in range(5, 12))
+        return {
+            "abs_offset": f"np.abs({tile(0, 0)})",
+            "heading_ahead": f"({ahead}) / 11",
+            "bend": f"({bend}) / 7",
+            "speed": f"C({indicators[0]!r})",
+            "yaw_rate": f"C({indicators[2]!r})",
+        }
 
     def split_observation(self, obs: Any) -> dict[str, np.ndarray]:
         if not isinstance(obs, dict) or "tiles" not in obs or "indicators" not in obs:
