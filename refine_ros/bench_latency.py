@@ -55,7 +55,7 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
     class Probe(Node):
         def __init__(self) -> None:
             super().__init__("sim_node", context=context)
-            for name, default in (("seed", 0), ("episode", -1), ("max_steps", 0)):
+            for name, default in (("seed", 0), ("episode", -1), ("max_steps", 0), ("publish_expert", False)):
                 self.declare_parameter(name, default)
             self.obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
             self.reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL)

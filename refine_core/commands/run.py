@@ -40,6 +40,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     from refine_core.analyst.config import ConfigError, config_from_args
     from refine_core.analyst.factory import default_analyst_name, make_analyst
+    from refine_core.analyst.labels import analyst_label, expert_label
     from refine_core.analyst.transcript import TranscriptError
     from refine_core.loop import RefineConfig, refine
     from refine_core.store.db import RunDatabase
@@ -66,13 +67,12 @@ def run(args) -> int:
         name = args.analyst or default_analyst_name(config)
         if name in ("record", "replay") and args.transcript is None:
             raise UserError(f"--analyst {name} needs --transcript FILE")
-        analyst = make_analyst(name, config=config, transcript=args.transcript, task=task.spec.name)
+        analyst = make_analyst(name, config=config, transcript=args.transcript, task=task.spec.name,
+                               max_test_requests=args.max_test_requests)
     except (ConfigError, TranscriptError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    print(f"[refine] analyst: {analyst_label(analyst)}")
-    if args.expert_labels:
-        print("[refine] expert relabels on: rollout tables carry the scripted expert's actions "
-              "(privileged information; not the published setting)")
+    print(f"[refine] {analyst_label(analyst.name)}")
+    print(f"[refine] {expert_label(args.expert_labels)}")
 
     loop_config = RefineConfig(max_rounds=args.rounds, eval_episodes=args.eval_episodes,
                                max_test_requests=args.max_test_requests, expert_labels=args.expert_labels,
@@ -94,9 +94,3 @@ def run(args) -> int:
     return 0
 
 
-def analyst_label(analyst) -> str:
-    """What a person must know about who wrote the programs before reading any figure."""
-    if analyst.is_llm:
-        return f"{analyst.name} (a language model)"
-    return (f"{analyst.name}: rule-based and deterministic, NOT an LLM; its revisions are pre-written "
-            "programs for the bundled tasks, so its results demonstrate the machinery, not the method")

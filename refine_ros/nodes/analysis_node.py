@@ -81,7 +81,8 @@ class AnalysisNode(Node):
         if self.config.rl_resets and self.config.demonstration == "recorded":
             raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "
                              "cannot use it")
-        self.analyst = make_analyst(str(p["analyst"]), transcript=str(p["transcript"]) or None, task=self.task)
+        self.analyst = make_analyst(str(p["analyst"]), transcript=str(p["transcript"]) or None, task=self.task,
+                                    max_test_requests=self.config.max_test_requests)
         self.flush_timeout = float(p["flush_timeout"])
 
         self.pub_status = self.create_publisher(String, protocol.RUN_STATUS, qos.LATCHED)
