@@ -14,14 +14,14 @@ import sys
 from importlib.metadata import entry_points
 
 COMMANDS = (
-    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "bench",
+    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "bench", "serve-inbox",
 )
 PLUGIN_GROUP = "refine.commands"
 
 
 def command_modules() -> dict[str, str]:
     """Verb name -> module, core verbs first, then those other packages contribute."""
-    modules = {name: f"refine_core.commands.{name}" for name in COMMANDS}
+    modules = {name: f"refine_core.commands.{name.replace('-', '_')}" for name in COMMANDS}
     for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         modules.setdefault(entry.name, entry.value)
     return modules
