@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from refine_core import stages
 from refine_core.cli import main
-from refine_core.policy.contract import InfoSchema
+from refine_core.rollout.schema import RolloutSchema
 from refine_core.store.db import RunDatabase
 from refine_core.tasks import get_task
 
@@ -31,16 +30,16 @@ def _check_the_single_diagnosed_round(run_dir, steps: int, *, analyst_rounds_all
         analyses = db.analyses(run["id"], 0)
         assert analyses and analyses[0]["status"] == "ok"
         out = analyses[0]["stdout"]
-        for check in ("metric.generic", "sign.weight_k_angle", "sign.weight_k_velocity",
-                      "hotspot.torque.abs_angle", "hotspot.torque.missing_energy", "shift.angle"):
+        for check in ("metric.generic", "sign.weight_k_angle", "sign.weight_k_velocity", "shift.angle"):
             assert f"CHECK {check} " in out, check
+        assert "CHECK hotspot." not in out, "no expert relabels by default: no expert hot spots"
 
         table = db.load_steps(run["id"], 0, kind="diagnostic")
         assert list(table[table["episode"] == 0]["step"]) == list(range(steps))
         info = first["info_schema"]
-        schema = stages.table_schema(task.spec, InfoSchema(tuple(info["weights"]), tuple(info["latents"])))
-        assert not set(schema) - set(table.columns)
-        for column in ("angle", "angular_velocity", "act_torque", "mean_torque", "expert_torque",
+        schema = RolloutSchema.for_task(task.spec, (*info["weights"], *info["latents"])).columns
+        assert set(schema) == set(table.columns)
+        for column in ("angle", "angular_velocity", "act_torque", "mean_torque",
                        "latent_torque_command", "next_angle"):
             assert table[column].notna().all(), column
         assert table["act_torque"].between(-2.0, 2.0).all()
@@ -67,7 +66,7 @@ def test_refine_up_pendulum_sim_with_the_sim_node(tmp_path):
     from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
 
     run_dir = tmp_path / "up"
-    sets = ["learner_node.selection_episodes=1", "learner_node.eval_episodes=1"]
+    sets = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"]
     options = UpOptions(run_dir=run_dir, analyst="offline", rounds=3, episodes=1, max_steps=MAX_STEPS,
                         sets=sets, timeout_s=400)
     assert run_profile("pendulum_sim", options) == EXIT_STOPPED
