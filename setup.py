@@ -41,7 +41,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["refine_core", "refine_core.*", "refine_ros", "refine_ros.*"]),
-    package_data={"refine_core": ["policy/programs/*.py", "analyst/offline/edits/*.py", "tasks/*/programs/*.py"]},
+    package_data={"refine_core": ["tasks/*/programs/*.py"]},
     include_package_data=True,
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),

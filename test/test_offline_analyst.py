@@ -11,8 +11,8 @@ from refine_core.analyst.base import Decision
 from refine_core.analyst.offline import OfflineAnalyst
 from refine_core.analyst.offline.analyst import FOCUS_MARKER
 from refine_core.analyst.offline.catalogue import (
-    CATALOGUE,
     applied_edits,
+    catalogue_for,
     parse_results,
     render,
 )
@@ -30,7 +30,7 @@ TASKS = ("car_racing", "door_open")
 
 
 def _subsets(task: str):
-    edits = CATALOGUE[task]
+    edits = catalogue_for(task)
     ids = [e.id for e in edits]
     needs = {e.id: e.requires for e in edits}
     for r in range(len(ids) + 1):
@@ -47,13 +47,13 @@ def test_every_edit_combination_follows_the_contract(task_name: str) -> None:
         source = render(task_name, sub)
         check_program_source(source)
         schema = validate_policy(build_policy(source, spec), spec)
-        assert applied_edits(source) == tuple(e.id for e in CATALOGUE[task_name] if e.id in sub)
+        assert applied_edits(source) == tuple(e.id for e in catalogue_for(task_name) if e.id in sub)
         seen.add(schema.keys)
     assert len(seen) == len(list(_subsets(task_name)))  # each edit changes the info schema
 
 
 def test_edits_compose_on_the_revised_program() -> None:
-    first, second = CATALOGUE["car_racing"][:2]
+    first, second = catalogue_for("car_racing")[:2]
     revised = second.apply(first.apply(starter_program("car_racing")))
     assert applied_edits(revised) == (first.id, second.id)
     assert "latent_corner_limit" in revised and "weight_k_steer_coast" in revised
@@ -281,7 +281,7 @@ def test_generate_falls_back_to_a_safe_program_after_an_error() -> None:
     assert retry.ok and "NaN loss" in retry.reasoning
     build_policy(retry.program, spec)
     assert analyst.generate(spec, failed_program=retry.program, error="boom").error
-    revised = CATALOGUE["car_racing"][0].apply(first.program)
+    revised = catalogue_for("car_racing")[0].apply(first.program)
     back = analyst.generate(spec, failed_program=revised, error="FitError: NaN loss",
                             context=[{"role": "user", "content": "earlier"}])
     assert back.program == first.program and "car_corner_speed" in back.reasoning
@@ -332,7 +332,7 @@ def test_offline_refinement_of_the_car_beats_its_starter() -> None:
     analyst = OfflineAnalyst()
     demo = record_demonstration(task)
     starter = program = analyst.generate(spec).program
-    for _ in range(len(CATALOGUE["car_racing"]) + 1):
+    for _ in range(len(catalogue_for("car_racing")) + 1):
         decision = _one_round(analyst, task, demo, program)
         if decision.kind != "program":
             break

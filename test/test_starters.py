@@ -34,7 +34,7 @@ def test_starter_is_the_catalogue_root(task_name: str) -> None:
 
 def test_unknown_task_has_no_starter() -> None:
     with pytest.raises(NoStarterProgramError, match="LLM"):
-        starter_program("pendulum")
+        starter_program("moon_landing")
     with pytest.raises(NoStarterProgramError):
         program_path("no_such_program")
 

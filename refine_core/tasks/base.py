@@ -9,6 +9,7 @@ they hold. A new task is one folder (`env.py`, `expert.py`, `task.py`, `scene.py
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ privileged simulator state through the env it was built for."""
 
 STARTER_FILE = "programs/starter.py"
 """Where a task folder keeps its zero-shot program (read as text, never imported)."""
+TEMPLATE_FILE = "programs/offline_template.py"
+"""The offline analyst's catalogue template: the starter with every edit's regions."""
 
 
 def _load(target: str) -> Any:
@@ -126,19 +129,23 @@ class Task(ABC):
     # -- what an analyst starts from and looks at --------------------------------------------
     def starter_program(self) -> str | None:
         """Source of the zero-shot program an analyst without a model (the offline one)
-        starts from, or None. Read from the task folder's `programs/starter.py`, else from
-        the programs bundled in `refine_core.policy.programs`."""
-        package = type(self).__module__.rpartition(".")[0]
-        if package:
-            path = resources.files(package).joinpath(STARTER_FILE)
-            if path.is_file():
-                return path.read_text(encoding="utf-8")
-        from refine_core.policy.programs import NoStarterProgramError, starter_program
+        starts from: the task folder's `programs/starter.py`, or None."""
+        return self._program_file(STARTER_FILE)
 
-        try:
-            return starter_program(self.spec.name)
-        except NoStarterProgramError:
+    def offline_catalogue(self) -> tuple[str, tuple] | None:
+        """The offline analyst's pre-written edits for this task: (template text, edits), from
+        the folder's `programs/offline_template.py` and `offline_catalogue.py`; None when the
+        task has none (the offline analyst then diagnoses and stops)."""
+        template = self._program_file(TEMPLATE_FILE)
+        package = type(self).__module__.rpartition(".")[0]
+        if template is None or importlib.util.find_spec(f"{package}.offline_catalogue") is None:
             return None
+        return template, importlib.import_module(f"{package}.offline_catalogue").EDITS
+
+    def _program_file(self, name: str) -> str | None:
+        package = type(self).__module__.rpartition(".")[0]
+        path = resources.files(package).joinpath(name) if package else None
+        return path.read_text(encoding="utf-8") if path is not None and path.is_file() else None
 
     def diagnostic_checks(self) -> tuple[list[str], list[str]]:
         """Task-specific checks for the offline diagnostic battery: (helper code defining

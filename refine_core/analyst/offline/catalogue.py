@@ -1,5 +1,8 @@
 """The offline analyst's catalogue of structural edits, one ordered list per bundled task.
 
+Each task folder provides its own catalogue (`Task.offline_catalogue`: the template text and
+its `Edit`s, in `tasks/<task>/offline_catalogue.py`); this module is the machinery.
+
 Why templates with regions instead of one file per revision: edits fire in whatever order the
 diagnostics ask for, so any subset of a task's edits must yield a valid program. Each task has
 one template (``edits/<task>.py``): the bundled starter program with edit regions added, so
@@ -21,7 +24,6 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 
 STRUCTURE_RE = re.compile(r"^# refine-structure: ([a-z0-9_]+)[ \t]*$", re.MULTILINE)
 EDIT_RE = re.compile(r"^# refine-edit: ([a-z0-9_]+)[ \t]*$", re.MULTILINE)
@@ -149,9 +151,20 @@ class Edit:
 
 
 def template_text(task: str) -> str:
-    return resources.files("refine_core.analyst.offline.edits").joinpath(f"{task}.py").read_text(
-        encoding="utf-8"
-    )
+    """The task's catalogue template, from its folder (`Task.offline_catalogue`)."""
+    catalogue = _task_catalogue(task)
+    if catalogue is None:
+        raise TemplateError(f"task {task!r} has no offline catalogue")
+    return catalogue[0]
+
+
+def _task_catalogue(task: str) -> tuple[str, tuple[Edit, ...]] | None:
+    from refine_core.tasks.registry import UnknownTaskError, get_task
+
+    try:
+        return get_task(task).offline_catalogue()
+    except UnknownTaskError:
+        return None
 
 
 def program_structure(program: str) -> str | None:
@@ -167,7 +180,7 @@ def applied_edits(program: str) -> tuple[str, ...]:
 def render(task: str, applied: tuple[str, ...] | list[str] | set[str]) -> str:
     """The task's program with exactly the edits in `applied` (header lists them in catalogue
     order, so the same set always gives the same text)."""
-    known = [e.id for e in CATALOGUE.get(task, ())]
+    known = [e.id for e in catalogue_for(task)]
     unknown = sorted(set(applied) - set(known))
     if unknown:
         raise TemplateError(f"task {task!r} has no catalogue edits {unknown}")
@@ -202,102 +215,7 @@ def render(task: str, applied: tuple[str, ...] | list[str] | set[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _c(check: str, key: str, op: str, threshold: float) -> Condition:
-    return Condition(check, key, op, threshold)
-
-
-CAR_EDITS: tuple[Edit, ...] = (
-    Edit(
-        id="car_corner_speed",
-        task="car_racing",
-        description=(
-            "Replace the cruise-speed-minus-penalties planner by a corner speed limit: every "
-            "visible bend allows speed^2 = grip / curvature, raised by the braking distance left "
-            "before it, and the target is the lowest of these, capped by a top speed. The fitted "
-            "planner contradicted its own physics (a slow-down term changed sign), so under "
-            "wheel spin or off-centre it asked for more speed, not less."
-        ),
-        trigger=Trigger(
-            any_of=(
-                _c("sign.weight_k_slip_slowdown", "ratio", "<", 0.0),
-                _c("sign.weight_k_offset_slowdown", "ratio", "<", 0.0),
-                _c("sign.weight_k_curvature_slowdown", "ratio", "<", 0.0),
-                _c("bend.speed", "ratio", ">", 1.15),
-            )
-        ),
-    ),
-    Edit(
-        id="car_coast",
-        task="car_racing",
-        description=(
-            "Cut the gas in proportion to the steering magnitude. The rollout keeps the gas on "
-            "while steering hard and its rear wheels spin far more often than in the "
-            "demonstration, which lifts off in bends: with rear-wheel drive, gas in a bend "
-            "costs the grip the steering needs."
-        ),
-        trigger=Trigger(
-            any_of=(
-                _c("traction", "spin_excess", ">", 0.2),
-                _c("traction", "gas_hard_excess", ">", 0.3),
-            )
-        ),
-    ),
-    Edit(
-        id="car_pursuit",
-        task="car_racing",
-        description=(
-            "Replace the sum of offset and heading terms by pure pursuit: steer along the arc "
-            "through a point on the centre line a speed-dependent number of tiles ahead. The car "
-            "leaves the track far more often than the demonstration although its wheels keep "
-            "their grip, so the steering law, not the speed, is what fails."
-        ),
-        trigger=Trigger(
-            all_of=(_c("traction", "spin_excess", "<", 0.2),),
-            any_of=(
-                _c("metric.car_racing", "offtrack_frac", ">", 0.1),
-                _c("offtrack", "ratio", ">", 3.0),
-            ),
-        ),
-    ),
-)
-
-DOOR_EDITS: tuple[Edit, ...] = (
-    Edit(
-        id="door_hover_release",
-        task="door_open",
-        description=(
-            "Make the hover above the handle fade with the square of the horizontal "
-            "misalignment. The gripper waits above the handle, already aligned, for many more "
-            "steps than the demonstration did: the exponential fade still holds it a few "
-            "centimetres up when aligned, so it reaches the handle late."
-        ),
-        trigger=Trigger(
-            any_of=(
-                _c("door.approach", "wait_excess", ">", 10.0),
-                _c("door.approach", "contact_ratio", ">", 1.5),
-            )
-        ),
-    ),
-    Edit(
-        id="door_pull_follow",
-        task="door_open",
-        description=(
-            "While grasping, add the handle's own last step to the motion command "
-            "(feed-forward), so the gripper moves with the swinging handle instead of trailing "
-            "it. After first contact the gripper loses the handle, or the door stops short of "
-            "the distance the demonstration reached."
-        ),
-        trigger=Trigger(
-            any_of=(
-                _c("door.pull", "lost_frac", ">", 0.2),
-                _c("metric.door_open", "gap", ">", 0.05),
-            )
-        ),
-    ),
-)
-
-CATALOGUE: dict[str, tuple[Edit, ...]] = {"car_racing": CAR_EDITS, "door_open": DOOR_EDITS}
-
-
 def catalogue_for(task: str) -> tuple[Edit, ...]:
-    return CATALOGUE.get(task, ())
+    """The task's edits in the order the analyst tries them (none for a task without one)."""
+    catalogue = _task_catalogue(task)
+    return () if catalogue is None else tuple(catalogue[1])

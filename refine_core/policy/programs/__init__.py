@@ -1,16 +1,13 @@
-"""Bundled starter programs: the zero-shot structures the offline analyst begins from.
+"""The bundled zero-shot starter programs, looked up by task name.
 
-The program files next to this module are package data, read as text and loaded through the
-contract like any program an LLM writes; nothing here imports them, so a broken program can
-never break importing the package.
+Each task folder keeps its own starter (`refine_core/tasks/<task>/programs/starter.py`, read as
+text and loaded through the contract like any program an analyst writes); this is the lookup
+the commands and the offline analyst use.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
-
-_STARTERS = {"car_racing": "starter_car_racing.py", "door_open": "starter_door_open.py"}
 
 
 class NoStarterProgramError(ValueError):
@@ -18,27 +15,39 @@ class NoStarterProgramError(ValueError):
 
 
 def starter_tasks() -> tuple[str, ...]:
-    return tuple(_STARTERS)
+    from refine_core.tasks.registry import get_task, task_names
+
+    return tuple(name for name in task_names() if get_task(name).starter_program() is not None)
 
 
-def program_path(name: str) -> Path:
-    """Path of a bundled program file by file name (``starter_car_racing.py``) or task name."""
-    filename = _STARTERS.get(name, name)
-    if not filename.endswith(".py"):
-        filename += ".py"
-    path = Path(str(resources.files(__name__).joinpath(filename)))
-    if filename == "__init__.py" or not path.is_file():
-        raise NoStarterProgramError(
-            f"no bundled program {name!r}; bundled starters: {', '.join(sorted(_STARTERS))}"
-        )
+def program_path(task_name: str) -> Path:
+    """Path of the task's bundled starter program file."""
+    from importlib import resources
+
+    from refine_core.tasks.base import STARTER_FILE
+    from refine_core.tasks.registry import UnknownTaskError, get_task
+
+    try:
+        package = type(get_task(task_name)).__module__.rpartition(".")[0]
+    except UnknownTaskError:
+        raise NoStarterProgramError(f"no bundled program {task_name!r}; bundled starters: "
+                                    f"{', '.join(starter_tasks())}") from None
+    path = Path(str(resources.files(package).joinpath(STARTER_FILE)))
+    if not path.is_file():
+        raise NoStarterProgramError(f"task {task_name!r} has no bundled starter program")
     return path
 
 
 def starter_program(task_name: str) -> str:
     """Source text of the bundled starter program for `task_name`."""
-    if task_name not in _STARTERS:
+    from refine_core.tasks.registry import UnknownTaskError, get_task
+
+    try:
+        source = get_task(task_name).starter_program()
+    except UnknownTaskError:
+        source = None
+    if source is None:
         raise NoStarterProgramError(
-            f"no bundled starter program for task {task_name!r} (bundled: "
-            f"{', '.join(sorted(_STARTERS))}); an LLM analyst has to write the first program"
-        )
-    return program_path(_STARTERS[task_name]).read_text(encoding="utf-8")
+            f"no bundled starter program for task {task_name!r} (bundled: {', '.join(starter_tasks())}); "
+            "an LLM analyst has to write the first program")
+    return source

@@ -1,1 +1,0 @@
-"""Program templates of the offline analyst's catalogue (read as text, never imported)."""
