@@ -62,7 +62,8 @@ def test_overrides_reach_the_node_parameters(name):
     profile = resolve_profile(name, overrides, check_modules=False)
     assert profile.arguments["rounds"] == 7 and profile.rviz is False
     assert profile.node("analysis_node").parameters["analyst"] == "replay"
-    assert profile.node("learner_node").parameters["rounds"] == 7
+    assert profile.node("analysis_node").parameters["rounds"] == 7
+    assert "rounds" not in profile.node("learner_node").parameters
     assert profile.node("rollout_logger").parameters["run_dir"] == "/tmp/somewhere"
     if name.endswith("_real"):
         assert profile.node("safety_node").parameters["dry_run"] is False
@@ -250,3 +251,18 @@ def test_rviz_config_shows_markers_camera_and_robot_model():
     assert displays["rviz_default_plugins/RobotModel"]["Description Topic"]["Value"] == "/robot_description"
     assert displays["rviz_default_plugins/Path"]["Topic"]["Value"] == "/refine/track_ahead"
     assert "rviz_default_plugins/TF" in displays
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_profile_parameter_is_one_the_node_declares(name):
+    """A parameter a node does not declare is silently ignored by rclpy: a typo or a setting
+    left on the wrong node would change nothing, without a word."""
+    import importlib
+
+    profile = resolve_profile(name, check_modules=True)
+    for spec in profile.nodes:
+        table = getattr(importlib.import_module(spec.module), "PARAMETERS", None)
+        if not isinstance(table, dict):
+            continue
+        unknown = set(spec.parameters) - set(table)
+        assert not unknown, f"{name}: {spec.name} does not declare {sorted(unknown)}"
