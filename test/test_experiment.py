@@ -25,7 +25,14 @@ def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     assert (episodes.groupby("condition").size() == 2).all()
     table = (folder / "table.md").read_text()
     assert "refined structure + RL" in table and "scaled down" in table and "| analyst calls |" in table
-    assert "refined_il | starter_il" in (folder / "pvalues.md").read_text()
+    assert "| mean action: return (mean ± std) | success | sampled | RL weights |" in table
+    assert "best of selection: update" in table and "window 10 (published 150)" in table
+    pvalues = (folder / "pvalues.md").read_text()
+    assert "## mean action (primary)" in pvalues and "refined_rl_low | refined_il" in pvalues
+    updates = pd.read_csv(folder / "rl_updates.csv")
+    assert set(updates["condition"]) == {c for c in CONDITIONS if "_rl_" in c}
+    assert {"return_mean", "clip_frac", "approx_kl", "entropy", "ratio_q50", "params"} <= set(updates.columns)
+    assert (folder / "rl_updates_refined_rl_high.png").exists()
 
 
 @pytest.mark.slow
