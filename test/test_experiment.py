@@ -43,3 +43,21 @@ def test_ray_jobs_reproduce_the_local_numbers(tmp_path):
     assert not ray.is_initialized(), "the runner shuts down the Ray instance it started"
     cols = ["condition", "seed", "return", "metric", "success"]
     pd.testing.assert_frame_equal(local[cols], on_ray[cols])
+
+
+def test_rl_settings_are_rlconfig_fields_and_the_mlp_keeps_the_published_step_by_default():
+    from refine_core.experiment.conditions import Condition
+    from refine_core.experiment.runner import ExperimentOptions, parse_rl_settings, rl_config
+
+    settings = parse_rl_settings(["std_scale=0.25", 'param_lr={"log_std": 0}', "checkpoint=final"])
+    assert settings == {"std_scale": 0.25, "param_lr": {"log_std": 0}, "checkpoint": "final"}
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        parse_rl_settings(["learning_rate=0.1"])
+    opts = ExperimentOptions(task="car_racing", rl={"std_scale": 0.5})
+    mlp = rl_config(Condition("mlp_rl_low", "mlp", 400), opts)
+    assert "lr" not in mlp and mlp["std_scale"] == 0.5 and mlp["reset_budget"] == 400
+    opts.mlp_rl_lr = 3e-4
+    assert rl_config(Condition("mlp_rl_low", "mlp", 400), opts)["lr"] == 3e-4
+    assert "lr" not in rl_config(Condition("refined_rl_low", "refined", 400), opts)
+    with pytest.raises(ValueError, match="std_scale"):
+        rl_config(Condition("refined_rl_low", "refined", 400), ExperimentOptions(task="car_racing", rl={"std_scale": 0}))

@@ -47,6 +47,28 @@ def evaluate(task, policy, seeds, max_steps=None) -> dict:
     return out
 
 
+def probe(task, policy, state: dict, perturbations: list[str], noise_shift: float) -> None:
+    """Mean action and sampled return of the IL weights moved by fixed offsets: what RL's
+    objective (the sampled return) and the table's (the mean action) say about one direction."""
+    from refine_core.rollout.runner import run_episode
+
+    seeds = [*task.spec.selection_seeds, 5000, 5001, 5002]
+    for text in ["", *perturbations]:
+        moved = copy.deepcopy(state)
+        for item in filter(None, text.split(",")):
+            name, _, delta = item.partition("=")
+            moved[name] = moved[name] + float(delta)
+        for name in moved:
+            if name.endswith("log_std"):
+                moved[name] = moved[name] + noise_shift
+        policy.load_state_dict(moved)
+        mean = [run_episode(task, policy, s, mode="mean", label_expert=False).summary["return"] for s in seeds]
+        sampled = [run_episode(task, policy, s, mode="sample", rng_seed=r, label_expert=False).summary["return"]
+                   for s in seeds for r in (0, 1)]
+        print(f"{text or 'IL weights':40s} mean action {np.mean(mean):7.1f} {np.round(mean, 0).tolist()}  "
+              f"sampled {np.mean(sampled):7.1f} ± {np.std(sampled) / np.sqrt(len(sampled)):.1f} (s.e.)", flush=True)
+
+
 def _param_lr(items: list[str]) -> dict[str, float]:
     out = {}
     for item in items:
@@ -76,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-grad-norm", type=float, default=None)
     p.add_argument("--param-lr", nargs="*", default=[], metavar="FRAGMENT=LR")
     p.add_argument("--eval-seeds", type=int, default=10, help="evaluation seeds at the end (0: none)")
+    p.add_argument("--perturb", action="append", default=[], metavar="NAME=DELTA[,NAME=DELTA]",
+                   help="instead of RL: evaluate the IL weights with these parameter offsets (repeatable; "
+                        "mean action and sampled on the selection seeds and seeds 5000-5002)")
+    p.add_argument("--noise-shift", type=float, default=0.0,
+                   help="with --perturb: add this to every log-std element first (the sampled policy's noise)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the full record as JSON here")
     args = p.parse_args(argv)
@@ -87,6 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     policy = build_policy(source, task.spec)
     fit_il(policy, demo.inputs, demo.actions, ILConfig(progress=False), spec=task.spec)
     il_state = copy.deepcopy(policy.state_dict())
+    with torch.no_grad():
+        batch = {k: torch.as_tensor(v[:1]) for k, v in demo.inputs.items()}
+        _mean, tril, _info = policy(*[batch[s.name] for s in task.spec.inputs])
+    noise = torch.linalg.vector_norm(tril[0], dim=-1).tolist()
+    print("# IL noise std per action: " + ", ".join(f"{a} {v:.3f}" for a, v in zip(task.spec.action_names, noise,
+                                                                                       strict=True)), flush=True)
+    if args.perturb:
+        probe(task, policy, il_state, args.perturb, args.noise_shift)
+        return 0
 
     overrides = {"reset_budget": args.resets, "window_direction": args.window_direction,
                  "max_grad_norm": args.max_grad_norm, "window_mean": args.window_mean,
