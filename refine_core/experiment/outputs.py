@@ -56,7 +56,7 @@ def rl_checkpoint_text(rl: dict) -> str:
         return "-"
     updates = rl.get("updates", 0)
     if rl.get("checkpoint") == "best" and rl.get("best_update") is not None:
-        return f"best of selection: update {rl['checkpoint_update']}/{updates} ({rl['best_selection_metric']:.1f})"
+        return f"best of selection: update {rl['checkpoint_update']}/{updates} ({rl['best_selection_metric']:.4g})"
     return f"final: update {updates}/{updates}"
 
 

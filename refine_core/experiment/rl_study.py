@@ -62,11 +62,60 @@ def probe(task, policy, state: dict, perturbations: list[str], noise_shift: floa
             if name.endswith("log_std"):
                 moved[name] = moved[name] + noise_shift
         policy.load_state_dict(moved)
-        mean = [run_episode(task, policy, s, mode="mean", label_expert=False).summary["return"] for s in seeds]
-        sampled = [run_episode(task, policy, s, mode="sample", rng_seed=r, label_expert=False).summary["return"]
-                   for s in seeds for r in (0, 1)]
+        runs = {"mean": [run_episode(task, policy, s, mode="mean", label_expert=False) for s in seeds],
+                "sample": [run_episode(task, policy, s, mode="sample", rng_seed=r, label_expert=False)
+                           for s in seeds for r in (0, 1)]}
+        mean = [r.summary["return"] for r in runs["mean"]]
+        sampled = [r.summary["return"] for r in runs["sample"]]
         print(f"{text or 'IL weights':40s} mean action {np.mean(mean):7.1f} {np.round(mean, 0).tolist()}  "
               f"sampled {np.mean(sampled):7.1f} ± {np.std(sampled) / np.sqrt(len(sampled)):.1f} (s.e.)", flush=True)
+        if not text:
+            for mode, results in runs.items():
+                print(f"    executed actions, {mode}: {action_summary(task, results)}", flush=True)
+
+
+def action_summary(task, results) -> str:
+    """Per action: mean executed value and share of steps above its lower bound; and the
+    mean of an observation column named `speed` when the task has one."""
+    import pandas as pd
+
+    table = pd.concat([r.table for r in results])
+    parts = [f"{a.name} {table[f'act_{a.name}'].mean():.3f} (>{a.low:g} on {(table[f'act_{a.name}'] > a.low).mean():.0%})"
+             for a in task.spec.actions]
+    if "speed" in table:
+        parts.append(f"speed {table['speed'].mean():.3f}")
+    return ", ".join(parts)
+
+
+def compare(runs: list[Path], figure: Path, param: str) -> None:
+    """Selection-seed mean action and one parameter against updates, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from refine_core.learn.rl import config_from_dict
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    for path in runs:
+        rl = json.loads(path.read_text())["rl"]
+        label = ", ".join(config_from_dict(rl["config"]).departures()) or "published method"
+        sel = rl["selection"]
+        axes[0].plot([s["update"] for s in sel], [s["metric"] for s in sel], "o-", label=label)
+        curve = [c for c in rl["curve"] if param in c["params"]]
+        if curve:
+            axes[1].plot([c["update"] for c in curve], [c["params"][param]["value"][0] for c in curve], ".-",
+                         label=label)
+    axes[0].set_title("mean action on the selection seeds (return)")
+    axes[1].set_title(f"{param} after each update")
+    for ax in axes:
+        ax.set_xlabel("update (20 resets each)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figure, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    print(f"figure: {figure}")
 
 
 def _param_lr(items: list[str]) -> dict[str, float]:
@@ -88,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", default="car_racing")
-    p.add_argument("--program", required=True, help="'mlp', 'starter' or a program file")
+    p.add_argument("--program", help="'mlp', 'starter' or a program file")
+    p.add_argument("--compare", nargs="+", type=Path, default=None, metavar="RUN.json",
+                   help="instead of running: plot the selection curves of earlier --out files into --figure")
+    p.add_argument("--figure", type=Path, default=None)
+    p.add_argument("--param", default="v_straight", help="with --compare: the parameter drawn beside")
     p.add_argument("--resets", type=int, default=400)
     p.add_argument("--lr", type=float, default=None, help="Adam step (default: METHOD.md's)")
     p.add_argument("--select-every", type=int, default=None)
@@ -106,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the full record as JSON here")
     args = p.parse_args(argv)
+    if args.compare:
+        compare(args.compare, args.figure or Path("rl_compare.png"), args.param)
+        return 0
+    if not args.program:
+        p.error("--program is required unless --compare is given")
 
     torch.set_num_threads(1)
     task = get_task(args.task)
@@ -115,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     fit_il(policy, demo.inputs, demo.actions, ILConfig(progress=False), spec=task.spec)
     il_state = copy.deepcopy(policy.state_dict())
     with torch.no_grad():
-        batch = {k: torch.as_tensor(v[:1]) for k, v in demo.inputs.items()}
+        batch = {k: torch.tensor(v[:1]) for k, v in demo.inputs.items()}
         _mean, tril, _info = policy(*[batch[s.name] for s in task.spec.inputs])
     noise = torch.linalg.vector_norm(tril[0], dim=-1).tolist()
     print("# IL noise std per action: " + ", ".join(f"{a} {v:.3f}" for a, v in zip(task.spec.action_names, noise,

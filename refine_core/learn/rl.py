@@ -184,7 +184,7 @@ class RLReport:
         """One line for a results table: which weights were evaluated, and why."""
         if self.checkpoint == "best" and self.best_update is not None:
             return (f"best by selection mean action: update {self.checkpoint_update}/{self.updates} "
-                    f"({self.best_selection_metric:.1f})")
+                    f"({self.best_selection_metric:.4g})")
         return f"final: update {self.updates}/{self.updates}"
 
 
