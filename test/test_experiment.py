@@ -26,7 +26,7 @@ def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     table = (folder / "table.md").read_text()
     assert "refined structure + RL" in table and "scaled down" in table and "| analyst calls |" in table
     assert "| mean action: return (mean ± std) | success | sampled | RL weights |" in table
-    assert "best of selection: update" in table and "window 10 (published 150)" in table
+    assert "best on the selection seeds: update" in table and "window 10 (published 150)" in table
     pvalues = (folder / "pvalues.md").read_text()
     assert "## mean action (primary)" in pvalues and "refined_rl_low | refined_il" in pvalues
     updates = pd.read_csv(folder / "rl_updates.csv")

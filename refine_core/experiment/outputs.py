@@ -52,12 +52,9 @@ def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict
 
 def rl_checkpoint_text(rl: dict) -> str:
     """Which RL weights a row's policy holds, for the table ("-" for IL-only rows)."""
-    if not rl:
-        return "-"
-    updates = rl.get("updates", 0)
-    if rl.get("checkpoint") == "best" and rl.get("best_update") is not None:
-        return f"best of selection: update {rl['checkpoint_update']}/{updates} ({rl['best_selection_metric']:.4g})"
-    return f"final: update {updates}/{updates}"
+    from refine_core.learn.rl import RLReport
+
+    return RLReport(**rl).describe_checkpoint() if rl else "-"
 
 
 def welch(episodes: pd.DataFrame, column: str = "mean_action_metric") -> pd.DataFrame:

@@ -183,7 +183,7 @@ class RLReport:
     def describe_checkpoint(self) -> str:
         """One line for a results table: which weights were evaluated, and why."""
         if self.checkpoint == "best" and self.best_update is not None:
-            return (f"best by selection mean action: update {self.checkpoint_update}/{self.updates} "
+            return (f"best on the selection seeds: update {self.checkpoint_update}/{self.updates} "
                     f"({self.best_selection_metric:.4g})")
         return f"final: update {self.updates}/{self.updates}"
 
@@ -481,7 +481,7 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
         if config.select_every and (update % config.select_every == 0 or update == total_updates):
             score = select(update)
             record["selection_metric"], record["selection_return"] = score["metric"], score["return"]
-        if update == 1 and report.selection:  # where RL started, so a reader of update 1 sees both ends
+        if update == 1 and report.selection:  # so the stored records alone draw the whole selection curve
             record["start_selection_metric"] = report.selection[0]["metric"]
         record["seconds"] = time.perf_counter() - tick
         record["sample_seconds"] = sampled_s
