@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from refine_core.store.records import best_committed_round
-
 from refine_core.store import SCHEMA_VERSION, RunDatabase, RunDatabaseError, SchemaVersionError
 from refine_core.store.bench import bench_sqlite, step_frame
+from refine_core.store.records import best_committed_round
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ class KeyboardTeleop(Node):
         self.pub_teleop = self.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND)
         self.pub_estop = self.create_publisher(Bool, "refine/estop", qos.COMMAND)
         self.create_subscription(String, "demo/status", self._on_demo_status, qos.LATCHED)
-        self._services = {"start": self.create_client(Trigger, "demo/start"),
+        self._calls = {"start": self.create_client(Trigger, "demo/start"),
                           "stop": self.create_client(Trigger, "demo/stop"),
                           "label": self.create_client(SetBool, "demo/label"),
                           "rearm": self.create_client(Trigger, "safety/rearm")}
@@ -110,7 +110,7 @@ class KeyboardTeleop(Node):
             self._call("label", SetBool.Request(data=action == "keep"))
 
     def _call(self, name: str, request: Any) -> None:
-        client = self._services[name]
+        client = self._calls[name]
         if not client.service_is_ready():
             self._say(f"{client.srv_name} is not available")
             return
