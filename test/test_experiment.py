@@ -33,6 +33,11 @@ def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     assert set(updates["condition"]) == {c for c in CONDITIONS if "_rl_" in c}
     assert {"return_mean", "clip_frac", "approx_kl", "entropy", "ratio_q50", "params"} <= set(updates.columns)
     assert (folder / "rl_updates_refined_rl_high.png").exists()
+    from refine_core.store.experiment import read_table
+
+    stored = read_table(folder / "experiment.db", "episodes")
+    assert len(stored) == len(episodes) and set(stored["condition"]) == set(CONDITIONS)
+    assert len(read_table(folder / "experiment.db", "conditions")) == len(CONDITIONS)
 
 
 @pytest.mark.slow

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import sqlite_utils
 
 from refine_core.experiment import outputs
 from refine_core.experiment.conditions import Condition, conditions
@@ -213,14 +212,9 @@ def load_refined(db) -> RefinedProgram:
 def store(path: Path, opts: ExperimentOptions, conds: list[Condition], episodes: pd.DataFrame,
           trained: list[dict], refined: RefinedProgram) -> None:
     """Results of every job in one SQLite file (local or Ray jobs alike)."""
-    if path.exists():
-        path.unlink()
-    db = sqlite_utils.Database(path)
-    db["experiment"].insert({"options": json.dumps(asdict(opts), default=str), "refined_run": str(refined.run_db)})
-    db["conditions"].insert_all([{"name": c.name, "label": c.label, "program": c.program, "rl_resets": c.rl_resets,
-                                  "il": json.dumps(t["il"]), "rl": json.dumps(t["rl"])} for c, t in zip(conds, trained, strict=True)])
-    db["episodes"].insert_all(episodes.to_dict("records"))
-    updates = outputs.rl_updates_frame(conds, trained)
-    if len(updates):
-        db["rl_updates"].insert_all(updates.to_dict("records"))
-    db["refinement_rounds"].insert_all(refined.round_metrics)
+    from refine_core.store.experiment import write_experiment
+
+    rows = [{"name": c.name, "label": c.label, "program": c.program, "rl_resets": c.rl_resets,
+             "il": json.dumps(t["il"]), "rl": json.dumps(t["rl"])} for c, t in zip(conds, trained, strict=True)]
+    write_experiment(path, asdict(opts), str(refined.run_db), rows, episodes,
+                     outputs.rl_updates_frame(conds, trained), refined.round_metrics)
