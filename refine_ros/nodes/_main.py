@@ -1,7 +1,10 @@
 """The `main()` every node executable shares: init, spin, clean shutdown (ros2/demos style).
 
 One place decides how a node process ends: Ctrl-C and an external shutdown are a normal end,
-the node is always destroyed (so loggers flush and envs close) and the context shut down.
+the node is always destroyed (so loggers flush and envs close) and the context shut down. A
+node that refuses to start (`StartRefused`: a robot-specific parameter the profile must set,
+inconsistent safety limits, no demonstration recorded on the robot) ends its process with one
+line on the log and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -10,8 +13,14 @@ import time
 from collections.abc import Callable
 
 import rclpy
+import rclpy.logging
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+
+from refine_ros.params import StartRefused
+
+EXIT_REFUSED = 2
+__all__ = ["EXIT_REFUSED", "StartRefused", "run_node"]
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
@@ -20,10 +29,15 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     """Spin the node `factory()` builds until shutdown (or until `until(node)` is true, then
     `linger` seconds more, so that what the node published last still reaches late readers)."""
     rclpy.init(args=args)
-    node = None
+    node = spinner = refused = None
     try:
         spinner = executor()  # first: a Ctrl-C must not land in its constructor
-        node = factory()
+        try:
+            node = factory()
+        except StartRefused as exc:
+            refused = exc
+            rclpy.logging.get_logger(getattr(factory, "__name__", "node")).fatal(str(exc))
+            return
         spinner.add_node(node)
         if until is None:
             spinner.spin()
@@ -36,6 +50,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if spinner is not None:
+            spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        if refused is not None:
+            raise SystemExit(EXIT_REFUSED)
