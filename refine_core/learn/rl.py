@@ -42,6 +42,7 @@ from refine_core.policy.distribution import (
     sample_actions,
     to_batch,
 )
+from refine_core.rollout.plan import seeds_for
 from refine_core.rollout.runner import run_episode
 from refine_core.tasks.base import Task
 
@@ -91,8 +92,12 @@ class RLConfig:
     select_every: int = 5
     """Evaluate the mean action on the selection seeds before the first update, after every
     this many updates and after the last. 0 turns selection (and the best checkpoint) off."""
+    selection_episodes: int = 10
+    """Episodes of each of those evaluations, on the task's selection seeds continued upwards
+    (100, 101, ...). Ten, not the loop's three: a checkpoint picked among twenty on three
+    tracks was seen to win by luck and lose two tracks of ten on evaluation."""
     selection_seeds: tuple[int, ...] | None = None
-    """Seeds of those evaluations (default: the task's selection seeds). Never the
+    """Explicit seeds of those evaluations (overrides `selection_episodes`). Never the
     evaluation seeds: a checkpoint chosen on them would be reported on the data it was
     chosen with."""
     checkpoint: str = "best"
@@ -402,7 +407,8 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
     optimiser = _optimiser(policy, config)
     max_steps = config.max_steps or task.spec.episode_steps
     total_updates = config.reset_budget // config.group_size
-    seeds = config.selection_seeds if config.selection_seeds is not None else tuple(task.spec.selection_seeds)
+    seeds = (config.selection_seeds if config.selection_seeds is not None
+             else tuple(seeds_for(task.spec, "selection", config.selection_episodes)))
     if set(seeds) & set(task.spec.eval_seeds):
         raise ValueError(f"selection seeds {sorted(set(seeds) & set(task.spec.eval_seeds))} are evaluation seeds")
     metric = task.spec.metric

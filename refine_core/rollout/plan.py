@@ -24,15 +24,16 @@ class PlannedEpisode:
 
 
 def seeds_for(spec: TaskSpec, kind: str, count: int) -> list[int]:
-    """The first `count` seeds of a kind; evaluation seeds continue upwards past the spec's
-    ten so a larger evaluation never borrows another group's seeds."""
+    """The first `count` seeds of a kind; selection and evaluation seeds continue upwards past
+    the spec's own (selection 100-199 and evaluation from 1000 are free of other groups), so a
+    larger selection or evaluation never borrows another group's seeds."""
     if kind not in EPISODE_KINDS:
         raise ValueError(f"episode kind must be one of {EPISODE_KINDS}, got {kind!r}")
     group = {"diagnostic": spec.diagnostic_seeds, "selection": spec.selection_seeds,
              "eval": spec.eval_seeds}[kind]
     count = max(0, int(count))
     seeds = list(group[:count])
-    if kind == "eval":
+    if kind in ("selection", "eval"):
         nxt = max(group) + 1
         while len(seeds) < count:
             seeds.append(nxt)
