@@ -126,8 +126,9 @@ class ProcessGraph:
         raise KeyError(name)
 
     def wait(self, timeout_s: float | None = None, poll_s: float = 0.2) -> str:
-        """Block until the run ends: 'finished' (the node the plan ends with exited),
-        'crashed:<name>' (a required node exited first), or 'timeout'."""
+        """Block until the launch would end (`LaunchPlan.exit_reason`): 'finished' (the node
+        the plan ends with exited), 'crashed:<name>' (another required node exited first), or
+        'timeout'."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             for process in self.processes:
@@ -141,7 +142,7 @@ class ProcessGraph:
                               f"[ERROR] [{process.name}]: process has died [pid {process.popen.pid}, exit code {code}]")
                 if process.name == self.plan.ends_with:
                     return "finished"
-                if not process.planned.optional:
+                if self.plan.exit_reason(process.name) is not None:
                     return f"crashed:{process.name}"
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout"
