@@ -23,7 +23,11 @@ from launch_ros.actions import Node
 from refine_ros import bringup
 
 
-def _end_launch(reason: str) -> list:
+def _end_launch(context, reason: str) -> list:
+    """Shut the launch down, unless it is already shutting down (then every node's exit is
+    expected and says nothing)."""
+    if context.is_shutdown:
+        return []
     return [LogInfo(msg=f"[refine_ros] {reason}: ending the launch"), EmitEvent(event=Shutdown(reason=reason))]
 
 
@@ -50,7 +54,7 @@ def _profile_nodes(context, profile_name: str):
         reason = plan.exit_reason(planned.name)  # None: closing RViz, say, does not end a run
         if reason is not None:
             actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=lambda _event, _context, why=reason: _end_launch(why))))
+                target_action=node, on_exit=lambda _event, context, why=reason: _end_launch(context, why))))
     if plan.keep_alive:
         logger.info("keep_alive:=true: the nodes keep running after the run ends; Ctrl-C stops them")
     return actions
