@@ -404,11 +404,13 @@ class LaunchPlan:
     ends_with: str | None = "analysis_node"
     """The node whose exit ends the launch (None with keep_alive or without an analysis node)."""
 
+    FINISHED = "the analysis node finished the run"
+
     def exit_reason(self, name: str) -> str | None:
         """Why the launch ends when node `name` exits; None when the others go on without it
         (an optional node such as RViz, or the analysis node with keep_alive)."""
         if name == self.ends_with:
-            return "the analysis node finished the run"
+            return self.FINISHED
         node = next((n for n in self.nodes if n.name == name), None)
         if node is None or node.optional or (self.keep_alive and name == "analysis_node"):
             return None

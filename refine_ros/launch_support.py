@@ -22,13 +22,18 @@ from launch_ros.actions import Node
 
 from refine_ros import bringup
 
+FINISHED = bringup.LaunchPlan.FINISHED
 
-def _end_launch(context, reason: str) -> list:
-    """Shut the launch down, unless it is already shutting down (then every node's exit is
-    expected and says nothing)."""
+
+def _end_launch(event, context, reason: str) -> list:
+    """Shut the launch down, unless it is already shutting down. A node that exits cleanly
+    was told to (Ctrl-C reaches the nodes and launch at once), so only a failure is reported."""
     if context.is_shutdown:
         return []
-    return [LogInfo(msg=f"[refine_ros] {reason}: ending the launch"), EmitEvent(event=Shutdown(reason=reason))]
+    actions = [EmitEvent(event=Shutdown(reason=reason))]
+    if event.returncode != 0 or reason == FINISHED:
+        actions.insert(0, LogInfo(msg=f"[refine_ros] {reason} (exit code {event.returncode}): ending the launch"))
+    return actions
 
 
 def _profile_nodes(context, profile_name: str):
@@ -54,7 +59,7 @@ def _profile_nodes(context, profile_name: str):
         reason = plan.exit_reason(planned.name)  # None: closing RViz, say, does not end a run
         if reason is not None:
             actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=lambda _event, context, why=reason: _end_launch(context, why))))
+                target_action=node, on_exit=lambda event, context, why=reason: _end_launch(event, context, why))))
     if plan.keep_alive:
         logger.info("keep_alive:=true: the nodes keep running after the run ends; Ctrl-C stops them")
     return actions
