@@ -34,7 +34,7 @@ from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
 
 _DEFAULT = RefineConfig()  # the method's defaults live in refine_core, once
-SHUTDOWN_WAIT_S = 3.0
+SHUTDOWN_WAIT_S = 2.0
 """How long destroy_node waits for the method's thread (`ros2 launch` escalates after 5 s)."""
 
 PARAMETERS: dict[str, Param] = {

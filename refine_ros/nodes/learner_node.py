@@ -54,7 +54,7 @@ from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
 from refine_ros.round_driver import RoundDriver
 
-SHUTDOWN_WAIT_S = 3.0
+SHUTDOWN_WAIT_S = 2.0
 """How long destroy_node waits for the request thread (`ros2 launch` escalates after 5 s)."""
 
 PARAMETERS: dict[str, Param] = {
