@@ -75,10 +75,10 @@ def publish_steps(
     node = rclpy.create_node("bench_step_publisher")
     try:
         pubs = {
-            "observation": node.create_publisher(Float64MultiArray, "refine/observation", qos.STATE),
-            "policy_step": node.create_publisher(Float64MultiArray, "refine/policy_step", qos.STATE),
-            "action": node.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND),
-            "reward": node.create_publisher(Float64MultiArray, "refine/reward", qos.LOG),
+            "observation": node.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL),
+            "policy_step": node.create_publisher(Float64MultiArray, "refine/policy_step", qos.CONTROL),
+            "action": node.create_publisher(Float64MultiArray, "refine/action", qos.CONTROL),
+            "reward": node.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL),
         }
         latched = {
             name: node.create_publisher(String, name, qos.LATCHED)

@@ -4,9 +4,11 @@ The rules live in `refine_ros.safety` (tested without DDS); this node feeds it m
 the clock, runs the watchdog on a timer well inside the budget, and reports on
 `safety/status`. With `dry_run` it still decides every command but publishes none.
 
-QoS: commands and the e-stop use COMMAND (reliable, depth 1: only the newest command
-matters, and a reliable e-stop is not silently dropped); the observation heartbeat uses
-STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md.
+QoS: incoming commands and the e-stop are read COMMAND (reliable, depth 1: only the newest
+command matters, and a reliable e-stop is not silently dropped); `refine/safe_action` is
+published CONTROL, a deep writer history, because the rollout logger records every safe command
+and a depth-1 writer would overwrite samples it has not acknowledged; the observation heartbeat
+is read STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class SafetyNode(Node):
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
-        self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
+        self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.CONTROL)
         self._status_pub = self.create_publisher(DiagnosticArray, "safety/status", qos.STATE)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_policy, qos.COMMAND)
         self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)

@@ -20,8 +20,10 @@ offscreen camera image. `sim/reset` resets with the `seed` parameter (and the
 before it answers. Episode events: `{"event": "reset", ...}` and `{"event": "end", ...}` with
 the task's episode summary (return, metric, success).
 
-QoS: observations and typed topics STATE, reward LOG, column names and episode events
-LATCHED, actions COMMAND (only the newest action matters), markers and camera SENSOR.
+QoS: the logged step streams (observation, reward, expert action) CONTROL, so the writer keeps
+every sample until the rollout logger has it; typed scene topics STATE; column names and
+episode events LATCHED; actions are read COMMAND (lockstep waits for exactly one, real time
+wants the newest); markers and camera SENSOR.
 """
 
 from __future__ import annotations
@@ -102,9 +104,9 @@ class SimNode(Node):
         self._static_shapes: tuple = ()
         self._last_marker = self._last_camera = self._last_static = -1e9
 
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
-        self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.LOG)
-        self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.STATE)
+        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+        self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL)
+        self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.CONTROL)
         self._events_pub = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._typed_pubs: dict[str, Any] = {}
