@@ -514,7 +514,7 @@ def launch_plan(profile: Profile, *, check_interpreter: bool = True,
             continue
         nodes.append(PlannedNode(spec.name, spec.package, path, dict(spec.parameters), spec.remappings))
         interpreter = script_interpreter(path) if check_interpreter else None
-        if interpreter:
+        if interpreter and Path(interpreter).name.startswith("python"):  # a wrapper script is its own affair
             interpreters.setdefault(interpreter, []).append(spec.executable)
     for interpreter, executables in interpreters.items():
         missing = missing_imports(interpreter)
