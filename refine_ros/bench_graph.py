@@ -82,7 +82,7 @@ class _Driver:
                 and self.flush.service_is_ready())
 
 
-def _request(run_id: int) -> str:
+def _request(run_id: int, episodes: int, max_steps: int) -> str:
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
@@ -90,12 +90,13 @@ def _request(run_id: int) -> str:
     from refine_ros import protocol
 
     task = get_task("car_racing")
-    plan = [PlannedEpisode("diagnostic", i, seed) for i, seed in enumerate(task.spec.selection_seeds[:EPISODES])]
+    plan = [PlannedEpisode("diagnostic", i, seed) for i, seed in enumerate(task.spec.selection_seeds[:episodes])]
     bundle = PolicyBundle(starter_program("car_racing"), {})
-    return json.dumps(protocol.rollout_request(7, run_id, 0, bundle, plan, mode="mean", max_steps=MAX_STEPS))
+    return json.dumps(protocol.rollout_request(7, run_id, 0, bundle, plan, mode="mean", max_steps=max_steps))
 
 
-def _drive(driver: _Driver, run_id: int, timeout_s: float = 600.0) -> tuple[int, float]:
+def _drive(driver: _Driver, run_id: int, episodes: int, max_steps: int,
+           timeout_s: float = 600.0) -> tuple[int, float]:
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
@@ -106,7 +107,7 @@ def _drive(driver: _Driver, run_id: int, timeout_s: float = 600.0) -> tuple[int,
         time.sleep(0.1)
     time.sleep(0.5)  # latched columns and events settle before the first step
     start = time.perf_counter()
-    driver.publisher.publish(String(data=_request(run_id)))
+    driver.publisher.publish(String(data=_request(run_id, episodes, max_steps)))
     if not driver.arrived.wait(timeout_s):
         raise TimeoutError("no rollout result")
     seconds = time.perf_counter() - start
@@ -135,7 +136,7 @@ def _new_run(run_dir: Path) -> int:
         return int(db.create_run("car_racing", config={"source": "bench_graph"}))
 
 
-def trial_multiprocess(workdir: Path) -> GraphTrial:
+def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = MAX_STEPS) -> GraphTrial:
     """The nodes as separate processes from their executables, as `ros2 launch` starts them."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -155,7 +156,7 @@ def trial_multiprocess(workdir: Path) -> GraphTrial:
     try:
         graph.start()
         spin.start()
-        steps, seconds = _drive(driver, run_id)
+        steps, seconds = _drive(driver, run_id, episodes, max_steps)
     finally:
         graph.stop()
         executor.shutdown(timeout_sec=5.0)
@@ -165,7 +166,7 @@ def trial_multiprocess(workdir: Path) -> GraphTrial:
     return GraphTrial("multiprocess", steps, round(seconds, 3), round(steps / seconds, 1), rows, gaps)
 
 
-def trial_oneprocess(workdir: Path) -> GraphTrial:
+def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = MAX_STEPS) -> GraphTrial:
     """The same nodes in this process, as `refine up` runs them."""
     import rclpy
 
@@ -184,7 +185,7 @@ def trial_oneprocess(workdir: Path) -> GraphTrial:
             nodes.append(driver.node)
             spinner = _Spinner(nodes, context)
             spinner.start()
-            steps, seconds = _drive(driver, run_id)
+            steps, seconds = _drive(driver, run_id, episodes, max_steps)
     finally:
         if spinner is not None:
             spinner.stop()
@@ -195,7 +196,8 @@ def trial_oneprocess(workdir: Path) -> GraphTrial:
     return GraphTrial("oneprocess", steps, round(seconds, 3), round(steps / seconds, 1), rows, gaps)
 
 
-def bench_graph(repeats: int = 2, progress: bool = True) -> dict[str, Any]:
+def bench_graph(repeats: int = 2, progress: bool = True, episodes: int = EPISODES,
+                max_steps: int = MAX_STEPS) -> dict[str, Any]:
     """Both layouts, interleaved (one, multi, one, multi, ...) so that load from other work on
     the machine hits them alike; each figure is the median of its trials."""
     from tqdm import tqdm
@@ -204,7 +206,7 @@ def bench_graph(repeats: int = 2, progress: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="refine_bench_graph_") as tmp:
         order = [("oneprocess", trial_oneprocess), ("multiprocess", trial_multiprocess)] * repeats
         for i, (_name, trial) in enumerate(tqdm(order, desc="graph layouts", disable=not progress)):
-            trials.append(trial(Path(tmp) / str(i)))
+            trials.append(trial(Path(tmp) / str(i), episodes, max_steps))
     one = statistics.median(t.steps_per_s for t in trials if t.layout == "oneprocess")
     multi = statistics.median(t.steps_per_s for t in trials if t.layout == "multiprocess")
     return {

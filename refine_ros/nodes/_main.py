@@ -11,6 +11,7 @@ and the executor spins in short slices so that a signal is seen within `SPIN_SLI
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -37,7 +38,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              executor: Callable[[], Executor] = SingleThreadedExecutor) -> None:
     """Spin the node `factory()` builds until a signal (or until `until(node)` is true, then
     `linger` seconds more, so that what the node published last still reaches late readers)."""
-    previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
+    handles_signals = threading.current_thread() is threading.main_thread()  # (tests spin nodes in threads)
+    if handles_signals:
+        previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = None
     try:
@@ -52,9 +55,11 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing may interrupt the cleanup below
+        if handles_signals:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing may interrupt the cleanup below
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        if handles_signals:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
