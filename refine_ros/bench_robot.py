@@ -179,6 +179,8 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             gaps = db.events(run_id, kind="gap")
             safe = rows[[c for c in rows.columns if c.startswith("safe_")]]
             unsent = rows[safe.isna().any(axis=1)][["kind", "episode", "step"]].head(10).values.tolist()
+            parts = [c for c in rows.columns if c.startswith(("act_", "mean_", "gripper_"))]
+            incomplete = rows[rows[parts].isna().any(axis=1)][["kind", "episode", "step"]].head(10).values.tolist()
             summaries = list(table["summary"])
         logged = {kind: int((rows["kind"] == kind).sum()) for kind in ("diagnostic", "selection", "eval")}
         return {
@@ -187,8 +189,10 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             "ros_arm_real_rows": int(len(rows)),
             "ros_arm_real_rows_by_kind": logged,
             "ros_arm_real_gap_events": len(gaps),
+            "ros_arm_real_gaps": [g["data"] for g in gaps][:10],
             "ros_arm_real_missing_steps": int(len(table) * steps - len(rows)),
             "ros_arm_real_rows_missing_parts": int(sum(int(s.get("rows_missing_parts") or 0) for s in summaries)),
+            "ros_arm_real_rows_missing_parts_first": incomplete,
             "ros_arm_real_steps_without_safe_command": int(safe.isna().any(axis=1).sum()),
             "ros_arm_real_steps_without_safe_command_first": unsent,
             "ros_arm_real_watchdog_trips_in_episodes": trips,
