@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -51,9 +53,10 @@ def _driver_node(context):
             self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.COMMAND)
             self.actions: list[tuple[float, int, int]] = []  # (time, episode, step)
             self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
-            self.status: list[tuple[float, dict[str, str]]] = []
+            self.status: list[tuple[float, int, bool]] = []  # (time, watchdog trips, confirmation pending)
             self.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
             self.confirm = self.create_client(Trigger, "safety/confirm_episode")
+            self.ticks: list[float] = []
             self.create_timer(1.0 / DRIVER_HZ, self._tick)
 
         def _on_twist(self, _msg) -> None:
@@ -65,9 +68,13 @@ def _driver_node(context):
 
         def _on_status(self, msg) -> None:
             for status in msg.status:
-                self.status.append((time.monotonic(), {kv.key: kv.value for kv in status.values}))
+                values = {kv.key: kv.value for kv in status.values}
+                if "watchdog_trips" in values:
+                    self.status.append((time.monotonic(), int(values["watchdog_trips"]),
+                                        values.get("confirm_pending") == "True"))
 
         def _tick(self) -> None:
+            self.ticks.append(time.monotonic())
             stamp = self.get_clock().now().to_msg()
             joints = JointState(name=["finger_joint_1", "finger_joint_2"], position=[0.04, 0.04])
             joints.header.stamp = stamp
@@ -89,8 +96,8 @@ def _operator(arm, stop: threading.Event) -> None:
 
     while not stop.is_set():
         last_action = arm.actions[-1][0] if arm.actions else 0.0
-        pending = arm.status[-1][1].get("confirm_pending") if arm.status else None
-        if pending == "False" and time.monotonic() - last_action > 0.5 and arm.confirm.service_is_ready():
+        pending = arm.status[-1][2] if arm.status else None
+        if pending is False and time.monotonic() - last_action > 0.5 and arm.confirm.service_is_ready():
             done = threading.Event()
             arm.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f, answered=done: answered.set())
             done.wait(5.0)
@@ -99,7 +106,7 @@ def _operator(arm, stop: threading.Event) -> None:
 
 
 def _trips_inside_episodes(actions: list[tuple[float, int, int]],
-                           status: list[tuple[float, dict]]) -> tuple[int, list[dict]]:
+                           status: list[tuple[float, int, bool]]) -> tuple[int, list[dict]]:
     """Watchdog trips counted between each episode's first and last action, and where they
     happened (seconds into the episode, the step the learner was at, the longest gap between
     two actions around it)."""
@@ -109,7 +116,7 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
     trips, where = 0, []
     for episode, seen in episodes.items():
         start, end = seen[0][0], seen[-1][0]
-        samples = [(t, int(s["watchdog_trips"])) for t, s in status if "watchdog_trips" in s]
+        samples = [(t, n) for t, n, _pending in status]
         before = [n for t, n in samples if t < start]
         count = before[-1] if before else None
         for t, n in samples:
@@ -120,18 +127,42 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
                     widest = max((b[0] - a[0] for a, b in near), default=float("nan"))
                     step = max((b[1] for _a, b in near), default=-1)
                     where.append({"episode": episode, "at_s": round(t - start, 2), "step": step,
-                                  "longest_action_gap_ms": round(widest * 1000, 1)})
+                                  "longest_action_gap_ms": round(widest * 1000, 1), "t": t})
                 count = n
     return trips, where
+
+
+def run_driver(out: Path) -> None:
+    """The fake arm drivers and the operator, in a process of their own as real drivers are
+    (and light: no torch, so no long garbage collection holds up the 50 Hz sensors). Runs
+    until SIGINT, then writes what it saw to `out` (JSON)."""
+    import signal
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
+    arm = _driver_node(None)
+    executor = SingleThreadedExecutor()
+    executor.add_node(arm)
+    operator = threading.Thread(target=_operator, args=(arm, stop), daemon=True)
+    operator.start()
+    try:
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        out.write_text(json.dumps({"actions": arm.actions, "status": arm.status, "ticks": arm.ticks,
+                                   "twists": arm.twists}))
+        arm.destroy_node()
+        rclpy.try_shutdown()
 
 
 def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) -> dict[str, Any]:
     """One round of `episodes` live arm episodes of `steps` steps (the profile's one diagnostic
     and one selection episode, the rest evaluation episodes: the seed plan has only two
     diagnostic seeds); returns the loss and watchdog figures."""
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
     from refine_core.rollout.demo import record_demonstration
     from refine_core.store.db import RunDatabase
     from refine_core.tasks.registry import get_task
@@ -141,7 +172,6 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     from refine_ros.up import UpOptions, plan_profile
 
     env = ros_env()
-    os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]  # the driver node in this process joins the graph
     with tempfile.TemporaryDirectory(prefix="refine_bench_robot_") as tmp:
         run_dir = Path(tmp) / "run"
         with RunDatabase(run_dir) as db:  # stands in for a demonstration recorded on the arm
@@ -150,28 +180,26 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
         options = UpOptions(run_dir=run_dir, rounds=1, episodes=1 if episodes > 1 else episodes, max_steps=steps,
                             live=True, sets=[f"analysis_node.eval_episodes={extra}"])
         graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None)
-        context = rclpy.Context()
-        rclpy.init(context=context)
-        executor = SingleThreadedExecutor(context=context)
-        arm = _driver_node(context)
-        executor.add_node(arm)
-        spin = threading.Thread(target=executor.spin, daemon=True)
-        stop = threading.Event()
-        operator = threading.Thread(target=_operator, args=(arm, stop), daemon=True)
+        seen_file = Path(tmp) / "driver.json"
+        driver = subprocess.Popen([sys.executable, "-m", "refine_ros.bench_robot", "driver", "--out", str(seen_file)],
+                                  env=env)
         started = time.monotonic()
         try:
-            spin.start()
             graph.start()
-            operator.start()
             outcome = graph.wait(timeout_s)
         finally:
-            stop.set()
             reports = graph.stop()
-            executor.shutdown(timeout_sec=5.0)
-            arm.destroy_node()
-            rclpy.try_shutdown(context=context)
+            driver.send_signal(signal.SIGINT)
+            driver.wait(30)
         seconds = time.monotonic() - started
-        trips, where = _trips_inside_episodes(arm.actions, arm.status)
+        seen = json.loads(seen_file.read_text())
+        actions, status, ticks = seen["actions"], seen["status"], seen["ticks"]
+        trips, where = _trips_inside_episodes(actions, status)
+        for trip in where:  # was the fake driver itself held up just before (sensors went stale)?
+            t = trip.pop("t")
+            near = [b - a for a, b in zip(ticks, ticks[1:], strict=False) if t - 0.3 <= b <= t]
+            trip["longest_driver_gap_ms"] = round(max(near, default=float("nan")) * 1000, 1)
+        driver_gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
         with RunDatabase(run_dir, create=False) as db:
             run_id = db.latest_run()["id"]
             rows = db.load_steps(run_id, 0)
@@ -197,8 +225,9 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             "ros_arm_real_steps_without_safe_command_first": unsent,
             "ros_arm_real_watchdog_trips_in_episodes": trips,
             "ros_arm_real_watchdog_trips_where": where,
-            "ros_arm_real_watchdog_trips_total": int(arm.status[-1][1].get("watchdog_trips", -1)) if arm.status else -1,
-            "ros_arm_real_servo_commands": arm.twists,
+            "ros_arm_real_watchdog_trips_total": status[-1][1] if status else -1,
+            "ros_arm_real_servo_commands": seen["twists"],
+            "ros_arm_real_driver_ticks_over_50_ms": sum(g > 0.05 for g in driver_gaps),
             "ros_arm_real_outcome": outcome,
             "ros_arm_real_seconds": round(seconds, 1),
             "ros_arm_real_exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
@@ -207,9 +236,14 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m refine_ros.bench_robot", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs="?", default="bench", choices=("bench", "driver"))
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--out", type=Path, help="driver: where to write what it saw")
     args = parser.parse_args(argv)
+    if args.command == "driver":
+        run_driver(args.out)
+        return 0
     print(json.dumps(bench_robot(args.episodes, args.steps), indent=2))
     return 0
 
