@@ -62,10 +62,12 @@ def analysis_seconds_per_round() -> dict:
 
 
 def rl_update_seconds() -> dict:
-    """One update of 20 car trajectories x 1,000 steps with the starter program."""
+    """One update of 20 car trajectories x 1,000 steps with the starter program: sampling the
+    group, three epochs and the instruments; the selection rollouts (3 mean-action episodes
+    every few updates) are timed apart because their share depends on `select_every`."""
     import torch
 
-    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.learn.rl import RLConfig, selection_score, train_rl
     from refine_core.policy.contract import build_policy
     from refine_core.policy.programs import starter_program
     from refine_core.tasks.registry import get_task
@@ -73,8 +75,12 @@ def rl_update_seconds() -> dict:
     torch.set_num_threads(1)  # as experiment jobs run it: one core per job
     task = get_task("car_racing")
     policy = build_policy(starter_program("car_racing"), task.spec)
-    report = train_rl(task, policy, RLConfig(group_size=20, reset_budget=20), progress=False)
-    return {"rl_update_seconds": report.wall_time_s}
+    config = RLConfig(group_size=20, reset_budget=20, select_every=0, checkpoint="final")
+    record = train_rl(task, policy, config, progress=False).curve[0]
+    start = time.perf_counter()
+    selection_score(task, policy, tuple(task.spec.selection_seeds), None)
+    return {"rl_update_seconds": record["seconds"], "rl_update_sampling_seconds": record["sample_seconds"],
+            "rl_selection_seconds": time.perf_counter() - start}
 
 
 def parallel_speedup_2_workers() -> dict:

@@ -328,9 +328,10 @@ def polish_with_rl(run: Run, best: RoundRecord, index: int) -> RoundRecord:
     run.seconds = {}
     bundle = PolicyBundle(best.program, run.db.round_weights(run.run_id, best.round))
     policy = bundle.build(spec)
-    with run.timed("rl"):
+    with run.timed("rl"):  # every update's record lands as it is made (a killed RL keeps them)
         report = train_rl(run.task, policy, RLConfig(**{"reset_budget": config.rl_resets, **config.rl}),
-                          progress=config.verbose)
+                          progress=config.verbose,
+                          on_update=lambda record: run.db.log_rl_update(run.run_id, index, record))
     tuned = PolicyBundle.from_module(best.program, policy)
     plan = episode_plan(spec, diagnostic=0, selection=config.selection_episodes, evaluation=config.eval_episodes)
     with run.timed("rollout"):
@@ -338,7 +339,8 @@ def polish_with_rl(run: Run, best: RoundRecord, index: int) -> RoundRecord:
     record = RoundRecord(run.run_id, index, "committed", best.program,
                          fit_report={"rl": report.to_dict(), "from_round": best.round},
                          info_schema=best.info_schema, weights=tuned.weights, decision="rl",
-                         reasoning=f"RL on round {best.round}'s parameters: {report.resets} resets",
+                         reasoning=f"RL on round {best.round}'s parameters: {report.resets} resets; "
+                                   f"{report.describe_checkpoint()}",
                          metrics=rollouts.metrics, timings=dict(run.seconds))
     records.commit_round(run.db, record, run.take_calls(), rollouts.episodes)
     run.say(round_summary(record, None))

@@ -221,7 +221,88 @@ def build_report(db: RunDatabase, out: Path, run_id: int | None = None) -> tuple
         plot = traces_plot(table, list(spec.action_names))
         if plot:
             parts.append(f"<h2>Best round {best}: latents and actions over one episode</h2><img src='{plot}'>")
+    parts.extend(rl_section(db, view.run["id"], metric))
     parts.append("</body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(parts))
     return out, text_summary(view, metric)
+
+
+# ---- RL updates (refine_core.learn.rl) ---------------------------------------------------------
+def rl_updates_figure(updates: pd.DataFrame, title: str, metric_name: str = "metric", top_params: int = 8):
+    """Six panels, one row per update: whether RL helps (sampled group return, mean action on
+    the selection seeds), how far each update moved the policy (windowed-ratio quantiles,
+    clip fraction, approximate KL), the exploration noise (entropy and its bonus), and which
+    parameters moved (largest element change per update, the `top_params` that moved most)."""
+    u = updates.sort_values("update")
+    x = u["update"]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 6.4))
+    ax = axes[0, 0]
+    ax.plot(x, u["return_mean"], marker=".", label="sampled group return")
+    ax.fill_between(x, u["return_mean"] - u["return_std"], u["return_mean"] + u["return_std"], alpha=0.2)
+    ax.set_title("training groups (one track each)")
+    ax.set_ylabel("return")
+    ax = axes[0, 1]
+    sel = u.dropna(subset=["selection_metric"])
+    xs, ys = sel["update"].tolist(), sel["selection_metric"].tolist()
+    if "start_selection_metric" in u and u["start_selection_metric"].notna().any():
+        xs, ys = [0, *xs], [float(u["start_selection_metric"].dropna().iloc[0]), *ys]
+    ax.plot(xs, ys, marker="o", color="C2")
+    ax.set_title(f"mean action on the selection seeds ({metric_name})")
+    ax = axes[0, 2]
+    for q, style in (("ratio_q05", ":"), ("ratio_q50", "-"), ("ratio_q95", ":")):
+        if q in u:
+            ax.plot(x, u[q].clip(lower=1e-6), style, color="C0", label=q.removeprefix("ratio_"))
+    ax.axhspan(0.8, 1.2, color="C1", alpha=0.15, label="clip range (eps 0.2)")
+    ax.set_yscale("log")
+    ax.set_title("windowed ratio after the update")
+    ax.legend(fontsize=7)
+    ax = axes[1, 0]
+    ax.plot(x, u["clip_frac"], color="C3", label="clip fraction")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("clip fraction")
+    twin = ax.twinx()
+    twin.plot(x, u["approx_kl"].clip(lower=1e-8), color="C4", label="approx. KL per step")
+    twin.set_yscale("log")
+    twin.set_ylabel("approx. KL per step")
+    ax.set_title("how far each update moved")
+    ax = axes[1, 1]
+    ax.plot(x, u["entropy"], color="C5")
+    ax.set_ylabel("entropy per step")
+    twin = ax.twinx()
+    twin.plot(x, u["entropy_coef"], "--", color="grey")
+    twin.set_ylabel("entropy bonus coefficient")
+    ax.set_title("exploration noise")
+    ax = axes[1, 2]
+    moves = pd.DataFrame([{name: v.get("delta_max", float("nan")) for name, v in (p or {}).items()}
+                          for p in u["params"]], index=x) if "params" in u else pd.DataFrame()
+    if not moves.empty:
+        for name in moves.sum().sort_values(ascending=False).index[:top_params]:
+            ax.plot(moves.index, moves[name].clip(lower=1e-9), label=name)
+        ax.set_yscale("log")
+        ax.legend(fontsize=6, ncol=2)
+    ax.set_title("largest change of each parameter")
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+        ax.set_xlabel("update")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def rl_section(db: RunDatabase, run_id: int, metric_name: str) -> list[str]:
+    """The RL runs stored for this run, one figure and a short table each."""
+    parts = []
+    for round_, label in db.rl_labels(run_id):
+        updates = db.rl_updates(run_id, round=round_, label=label)
+        if updates.empty:
+            continue
+        title = f"RL '{label}'" + (f" after round {round_}" if round_ is not None else "")
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(f"<img src='{_png(rl_updates_figure(updates, title, metric_name))}' alt='RL updates'>")
+        sel = updates.dropna(subset=["selection_metric"])
+        if len(sel):
+            columns = ["update", "resets", "return_mean", "selection_metric", "clip_frac", "approx_kl", "entropy"]
+            parts.append("<details><summary>updates with a selection evaluation</summary>"
+                         + sel[columns].round(4).to_html(index=False) + "</details>")
+    return parts

@@ -122,7 +122,8 @@ def test_fit_then_eval_stores_round_episodes_and_steps(door_run, tmp_path, capsy
         episodes = db.episodes(run_id, round=0, kind="eval")
         assert episodes["seed"].tolist() == [1000, 1001] and (episodes["complete"] == 1).all()
         steps = db.load_steps(run_id, round=0, kind="eval")
-        assert len(steps) == 120 and "expert_dx" in steps and "next_handle_x" in steps
+        assert len(steps) == 120 and "next_handle_x" in steps
+        assert "expert_dx" not in steps, "evaluation tables carry no privileged expert labels"
     assert main(["eval", "--run", str(door_run), "--round", "5"]) == 2
     assert "not a committed round" in _error_line(capsys)
 

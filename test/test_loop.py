@@ -332,3 +332,5 @@ def test_rl_after_refinement_is_a_committed_round_of_its_own(tmp_path):
     assert rounds[1]["program"] == rounds[0]["program"], "RL keeps the structure"
     assert db.round_weights(result.run_id, 1).keys() == db.round_weights(result.run_id, 0).keys()
     assert set(db.episodes(result.run_id, 1)["kind"]) == {"selection", "eval"}
+    updates = db.rl_updates(result.run_id, 1)
+    assert list(updates["update"]) == [1, 2], "every update is recorded"

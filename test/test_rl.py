@@ -1,21 +1,26 @@
-"""RL maths with hand-worked numbers, and a check that a few updates raise the return."""
+"""RL maths with hand-worked numbers, the instruments, and a check that a few updates raise the
+return of a small real Gymnasium problem."""
 
-import gymnasium as gym
-import numpy as np
+import math
+
 import pytest
 import torch
+from drift_task import DriftPolicy, DriftTask, mean_action_return
 
 from refine_core.learn.rl import (
+    PUBLISHED,
     RLConfig,
     clipped_surrogate,
+    config_from_dict,
     entropy_coef_at,
     normalised_advantages,
+    parameter_changes,
+    ratio_statistics,
     reward_to_go,
     train_rl,
+    window_starts,
     windowed_log_ratio,
 )
-from refine_core.tasks.base import Task
-from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 
 def test_reward_to_go_discounts_and_stops_at_episode_end():
@@ -32,7 +37,7 @@ def test_advantages_are_normalised_over_live_trajectories_only():
     alive = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
     adv = normalised_advantages(returns, alive)
     # t=0: mean 3, population std sqrt(8/3)
-    std0 = np.sqrt(8 / 3)
+    std0 = math.sqrt(8 / 3)
     assert adv[:, 0].tolist() == pytest.approx([-2 / std0, 0.0, 2 / std0], rel=1e-5)
     # t=1: live are rows 0 and 2 (5, 7): mean 6, std 1; the dead row gets 0
     assert adv[:, 1].tolist() == pytest.approx([-1.0, 0.0, 1.0], rel=1e-5)
@@ -43,22 +48,66 @@ def test_single_live_trajectory_gets_zero_advantage():
     assert adv.abs().sum() == 0
 
 
-def test_windowed_log_ratio_sums_the_last_L_steps():
-    new = torch.tensor([[0.1, 0.2, 0.3, 0.4]])
-    old = torch.zeros(1, 4)
-    alive = torch.ones(1, 4)
+# ------------------------------------------------------------------ the forward window
+def test_forward_window_multiplies_the_next_L_steps():
+    new = torch.tensor([[0.1, 0.2, 0.3, 0.4, 0.5]])
+    old = torch.zeros(1, 5)
+    alive = torch.ones(1, 5)
     out = windowed_log_ratio(new, old, alive, window=2)
-    assert torch.allclose(out, torch.tensor([[0.1, 0.3, 0.5, 0.7]]))
-    # a window longer than the episode is the full cumulative sum
-    assert torch.allclose(windowed_log_ratio(new, old, alive, 10), torch.tensor([[0.1, 0.3, 0.6, 1.0]]))
+    # t=0: .1+.2, t=1: .2+.3, t=2: .3+.4, t=3: .4+.5; t=4 would need step 5 (not a start)
+    assert out[0, :4].tolist() == pytest.approx([0.3, 0.5, 0.7, 0.9])
+    assert window_starts(alive, 2).tolist() == [[1.0, 1.0, 1.0, 1.0, 0.0]]
+    # L=3: starts t=0,1,2 with .6, .9, 1.2
+    assert windowed_log_ratio(new, old, alive, window=3)[0, :3].tolist() == pytest.approx([0.6, 0.9, 1.2])
+    assert window_starts(alive, 3).tolist() == [[1.0, 1.0, 1.0, 0.0, 0.0]]
 
 
-def test_clipped_surrogate_takes_the_pessimistic_side():
-    log_ratio = torch.log(torch.tensor([[1.5, 1.5, 0.5]]))
-    adv = torch.tensor([[1.0, -1.0, 1.0]])
-    alive = torch.ones(1, 3)
+def test_windows_only_where_they_fit_and_a_short_trajectory_has_none():
+    # row 0 runs 5 steps, row 1 ends after 3, row 2 after 2 (shorter than L=3)
+    alive = torch.tensor([[1.0, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    assert window_starts(alive, 3).tolist() == [[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]]
+    # log-ratios after the end (here 9.0) never enter a window
+    new = torch.tensor([[0.0, 0, 0, 0, 0], [0.1, 0.2, 0.3, 9.0, 9.0], [0, 0, 0, 0, 0]])
+    out = windowed_log_ratio(new, torch.zeros(3, 5), alive, window=3)
+    assert out[1, 0].item() == pytest.approx(0.6)
+    assert out[1, 1].item() == pytest.approx(0.5)  # not a start: only live steps are summed
+
+
+def test_backward_window_option_reproduces_the_earlier_version():
+    new = torch.tensor([[0.1, 0.2, 0.3, 0.4]])
+    alive = torch.ones(1, 4)
+    out = windowed_log_ratio(new, torch.zeros(1, 4), alive, 2, direction="backward")
+    assert out[0].tolist() == pytest.approx([0.1, 0.3, 0.5, 0.7])
+    assert window_starts(alive, 2, "backward").tolist() == [[1.0, 1.0, 1.0, 1.0]]
+
+
+def test_geometric_mean_option_divides_by_the_window_length():
+    new = torch.tensor([[0.1, 0.2, 0.3, 0.4]])
+    out = windowed_log_ratio(new, torch.zeros(1, 4), torch.ones(1, 4), 2, mean=True)
+    assert out[0, :3].tolist() == pytest.approx([0.15, 0.25, 0.35])
+
+
+def test_first_epoch_gradient_credits_each_start_with_its_forward_window():
+    """At ratio 1 the surrogate's gradient is mean_t A_t * sum_{u=t}^{t+L-1} d logp_u / d theta.
+    With logp_u = theta * c_u, c = (1, 2, 3, 4), A = (1, -1, 2, 0.5), L = 2, the starts are
+    t = 0, 1, 2: (1*(1+2) - 1*(2+3) + 2*(3+4)) / 3 = 4, so d loss / d theta = -4.
+    The backward window (every step a start) would give (1*1 - (1+2) + 2*(2+3) + .5*(3+4)) / 4."""
+    c = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    adv = torch.tensor([[1.0, -1.0, 2.0, 0.5]])
+    alive = torch.ones(1, 4)
+    for direction, expected in (("forward", -4.0), ("backward", -(1 - 3 + 10 + 3.5) / 4)):
+        theta = torch.zeros((), requires_grad=True)
+        log_ratio = windowed_log_ratio(theta * c, torch.zeros(1, 4), alive, 2, direction)
+        clipped_surrogate(log_ratio, adv, window_starts(alive, 2, direction), eps=0.2).backward()
+        assert theta.grad.item() == pytest.approx(expected), direction
+
+
+def test_clipped_surrogate_takes_the_pessimistic_side_over_window_starts_only():
+    log_ratio = torch.log(torch.tensor([[1.5, 1.5, 0.5, 3.0]]))
+    adv = torch.tensor([[1.0, -1.0, 1.0, 100.0]])
+    starts = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last step is not a start: ignored
     # per step: min(1.5, 1.2) = 1.2; min(-1.5, -1.2) = -1.5; min(0.5, 0.8) = 0.5
-    loss = clipped_surrogate(log_ratio, adv, alive, eps=0.2)
+    loss = clipped_surrogate(log_ratio, adv, starts, eps=0.2)
     assert loss.item() == pytest.approx(-(1.2 - 1.5 + 0.5) / 3)
 
 
@@ -66,79 +115,80 @@ def test_entropy_bonus_decays_linearly_to_zero():
     assert [entropy_coef_at(u, 5, 0.01) for u in range(5)] == pytest.approx([0.01, 0.0075, 0.005, 0.0025, 0.0])
 
 
+def test_ratio_statistics_by_hand():
+    # windowed ratios 0.5, 1.0, 1.1, 2.0 at the four starts: two outside [0.8, 1.2]
+    log_ratio = torch.log(torch.tensor([[0.5, 1.0, 1.1, 2.0, 7.0]]))
+    starts = torch.tensor([[1.0, 1, 1, 1, 0]])
+    # per-step log ratios log 2 and 0 on live steps: KL ~ ((2 - 1 - log 2) + 0) / 2
+    step = torch.tensor([[math.log(2.0), 0.0, 5.0]])
+    alive = torch.tensor([[1.0, 1.0, 0.0]])
+    stats = ratio_statistics(log_ratio, step, starts, alive, eps=0.2)
+    assert stats["clip_frac"] == pytest.approx(0.5)
+    assert stats["ratio_q50"] == pytest.approx(1.05)  # median of 0.5, 1, 1.1, 2
+    assert stats["approx_kl"] == pytest.approx((1 - math.log(2.0)) / 2)
+
+
+def test_parameter_changes_record_every_parameter():
+    net = torch.nn.Linear(5, 4)  # weight: 20 elements (too many to list), bias: 4
+    before = {n: p.detach().clone() for n, p in net.named_parameters()}
+    with torch.no_grad():
+        net.bias += torch.tensor([0.0, 3.0, 0.0, -4.0])
+    out = parameter_changes(before, net)
+    assert out["weight"] == {"delta_norm": 0.0, "delta_max": 0.0}
+    assert out["bias"]["delta_norm"] == pytest.approx(5.0) and out["bias"]["delta_max"] == pytest.approx(4.0)
+    assert out["bias"]["value"] == pytest.approx(net.bias.tolist())
+
+
+def test_defaults_are_the_published_method_and_departures_are_named():
+    config = RLConfig()
+    assert {k: getattr(config, k) for k in PUBLISHED} == {
+        "group_size": 20, "gamma": 0.98, "window": 150, "clip_eps": 0.2, "entropy_coef": 0.01,
+        "lr": 0.007, "epochs": 3}
+    assert config.max_grad_norm is None and config.param_lr == {} and config.window_direction == "forward"
+    assert config.departures() == []
+    named = RLConfig(lr=3e-4, max_grad_norm=1.0, param_lr={"log_std": 0.0}, window_mean=True).departures()
+    assert len(named) == 4 and "lr 0.0003 (published 0.007)" in named
+    assert config_from_dict({**RLConfig(lr=0.01).__dict__, "unknown": 1}).lr == 0.01
+
+
 # --------------------------------------------------------------- a small problem end to end
-class DriftEnv(gym.Env):
-    """A point on a line that should be driven to 0; reward is minus the distance."""
-
-    observation_space = gym.spaces.Box(-10, 10, (1,), np.float32)
-    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.x = float(self.np_random.choice([-2.0, 2.0]))
-        self.t = 0
-        return np.array([self.x], np.float32), {}
-
-    def step(self, action):
-        self.x += 0.5 * float(np.clip(action[0], -1, 1))
-        self.t += 1
-        return np.array([self.x], np.float32), -abs(self.x), False, self.t >= 20, {}
-
-
-class DriftTask(Task):
-    spec = TaskSpec(
-        name="drift", env_id="test/Drift-v0", description="drive x to zero",
-        policy_class="DriftPolicy",
-        inputs=(InputSpec("state", (1,), ("x",)),),
-        actions=(ActionSpec("push", -1.0, 1.0),),
-        metric=MetricSpec("return", True), episode_steps=20,
-    )
-
-    def make_env(self, render_mode=None):
-        return DriftEnv()
-
-    def expert(self, env):
-        return lambda obs: np.clip(-obs, -1, 1)
-
-    def split_observation(self, obs):
-        return {"state": np.asarray(obs, np.float32)}
-
-    def episode_summary(self, observations, rewards, infos):
-        return {"return": float(sum(rewards)), "metric": float(sum(rewards)), "success": 0.0}
-
-
-class DriftPolicy(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gain = torch.nn.Parameter(torch.tensor([0.0]))
-        self.log_std = torch.nn.Parameter(torch.tensor([-0.5]))
-
-    def forward(self, state):
-        mean = self.gain * state
-        tril = torch.diag_embed(self.log_std.exp().expand_as(mean))
-        return mean, tril, {"weight_gain": self.gain}
-
-
-def mean_action_return(task, policy, seeds):
-    total = 0.0
-    for seed in seeds:
-        env = task.make_env()
-        obs, _ = env.reset(seed=seed)
-        done = False
-        while not done:
-            with torch.no_grad():
-                mean, _, _ = policy(torch.as_tensor(obs)[None])
-            obs, r, term, trunc, _ = env.step(mean[0].numpy())
-            total += r
-            done = term or trunc
-    return total / len(seeds)
-
-
-def test_a_few_updates_raise_the_return():
+def test_a_few_updates_raise_the_return_and_every_update_is_recorded():
     task, policy = DriftTask(), DriftPolicy()
     before = mean_action_return(task, policy, range(10))
-    report = train_rl(task, policy, RLConfig(group_size=8, reset_budget=80, lr=0.05, window=5), progress=False)
+    seen = []
+    config = RLConfig(group_size=8, reset_budget=80, lr=0.05, window=5, select_every=5, checkpoint="final")
+    report = train_rl(task, policy, config, progress=False, on_update=seen.append)
     after = mean_action_return(task, policy, range(10))
     assert report.resets == 80 and report.updates == 10
     assert policy.gain.item() < 0, "RL should learn to push toward zero"
     assert after > before + 5
+    assert seen == report.curve and [r["update"] for r in seen] == list(range(1, 11))
+    for key in ("return_mean", "entropy", "entropy_coef", "approx_kl", "clip_frac", "ratio_q05", "ratio_q50",
+                "ratio_q95", "grad_norm", "window_starts"):
+        assert all(math.isfinite(r[key]) for r in seen), key
+    assert set(seen[0]["params"]) == {"gain", "log_std"}
+    assert seen[0]["params"]["gain"]["delta_max"] > 0
+    # selection before the first update, after updates 5 and 10; 3 seeds each, counted apart
+    assert [s["update"] for s in report.selection] == [0, 5, 10] and report.selection_resets == 9
+    assert [math.isnan(r["selection_metric"]) for r in seen] == [True] * 4 + [False] + [True] * 4 + [False]
+    assert report.checkpoint_update == 10 and report.describe_checkpoint() == "final: update 10/10"
+
+
+def test_best_checkpoint_keeps_the_best_selection_weights():
+    # A policy that already pushes the right way, trained with a step so large that updates
+    # overshoot: the best checkpoint must hold the weights of the best selection score.
+    task, policy = DriftTask(), DriftPolicy(gain=-0.8)
+    config = RLConfig(group_size=4, reset_budget=40, lr=0.5, window=5, select_every=2)
+    report = train_rl(task, policy, config, progress=False)
+    scores = {s["update"]: s["metric"] for s in report.selection}
+    assert report.best_selection_metric == max(scores.values())
+    assert report.checkpoint_update == report.best_update
+    assert scores[report.best_update] == pytest.approx(mean_action_return(task, policy, task.spec.selection_seeds))
+    # and the final weights were different: otherwise the test proves nothing
+    assert report.curve[-1]["params"]["gain"]["value"] != pytest.approx([policy.gain.item()])
+
+
+def test_selection_on_evaluation_seeds_is_refused():
+    with pytest.raises(ValueError, match="evaluation seeds"):
+        train_rl(DriftTask(), DriftPolicy(), RLConfig(group_size=2, reset_budget=2, selection_seeds=(1000,)),
+                 progress=False)

@@ -201,7 +201,7 @@ def test_unknown_task_is_a_clear_error(ros):
 
 def test_door_lockstep_episode(ros):
     spec = get_task("door_open").spec
-    h = Harness("door_open", max_steps=25, seed=7, episode=4)
+    h = Harness("door_open", max_steps=25, seed=7, episode=4, publish_expert=True)
     try:
         assert h.got["columns"][-1] == list(spec.observation_columns)
         response = h.reset()

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from refine_core.store.records import best_committed_round
+
 from refine_core.store import SCHEMA_VERSION, RunDatabase, RunDatabaseError, SchemaVersionError
 from refine_core.store.bench import bench_sqlite, step_frame
 
@@ -160,8 +162,8 @@ def test_rounds_weights_and_selection(db):
     db.save_round(run_id, 2, status="failed", error="[forward] boom")
     assert db.last_round(run_id) == 2
     assert db.last_committed_round(run_id) == 1
-    assert db.best_round(run_id, higher_is_better=False) == 1
-    assert db.best_round(run_id, higher_is_better=True) == 0
+    # the evaluation metric never chooses: without a selection metric there is no best round
+    assert best_committed_round(db, run_id, higher_is_better=False) is None
     row = db.round(run_id, 0)
     assert row["fit_report"] == {"best_val_nll": -1.0}
     for name, value in weights.items():
@@ -171,7 +173,11 @@ def test_rounds_weights_and_selection(db):
     assert listed[0]["has_weights"] and not listed[1]["has_weights"]
     db.update_round(run_id, 1, metrics={"eval": {"metric_mean": 0.2}}, selection_metric=0.9)
     assert db.round(run_id, 1)["metrics"]["eval"]["metric_mean"] == 0.2
-    assert db.best_round(run_id, higher_is_better=True) == 1  # selection beats eval
+    assert best_committed_round(db, run_id, higher_is_better=True) == 1
+    db.update_round(run_id, 0, selection_metric=0.9)
+    assert best_committed_round(db, run_id, higher_is_better=True) == 0, "ties keep the earlier round"
+    db.update_round(run_id, 2, selection_metric=5.0)
+    assert best_committed_round(db, run_id, higher_is_better=True) == 0, "a failed round is never best"
     with pytest.raises(KeyError):
         db.update_round(run_id, 9, decision="stop")
 

@@ -14,8 +14,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run jobs as Ray tasks ('local' starts one)")
     p.add_argument("--low-resets", type=int, default=400, help="low RL reset budget")
     p.add_argument("--high-resets", type=int, default=2000, help="high RL reset budget")
-    p.add_argument("--mlp-rl-lr", type=float, default=3e-4,
-                   help="Adam learning rate for the MLP's RL (structured programs use METHOD.md's 0.007)")
+    p.add_argument("--mlp-rl-lr", type=float, default=None,
+                   help="Adam learning rate for the MLP's RL (default: METHOD.md's 0.007, as for every program)")
+    p.add_argument("--rl-set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="an RLConfig field for every RL condition, e.g. std_scale=0.25 (repeatable; "
+                        "the results name every departure from the published method)")
     p.add_argument("--refined-run", type=Path, default=None, metavar="DIR",
                    help="take the refined program from this run (default: run refinement now)")
     p.add_argument("--analyst", default="offline", help="analyst for refinement when no --refined-run")

@@ -71,7 +71,7 @@ def run(args) -> int:
                                max_test_requests=args.max_test_requests)
     except (ConfigError, TranscriptError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    print(f"[refine] {analyst_label(analyst.name)}")
+    print(f"[refine] {analyst_label(analyst.name) or f'analyst: {analyst.name} (a language model)'}")
     print(f"[refine] {expert_label(args.expert_labels)}")
 
     loop_config = RefineConfig(max_rounds=args.rounds, eval_episodes=args.eval_episodes,

@@ -41,11 +41,16 @@ def conditions(low: int, high: int) -> list[Condition]:
     return out
 
 
-# Comparisons the README quotes, as (a, b): is a different from b?
+# Comparisons the README quotes, as (a, b): is a different from b? The last four ask whether
+# RL does what it is for on each program.
 KEY_COMPARISONS = (
     ("refined_il", "starter_il"),
     ("refined_il", "mlp_il"),
     ("refined_rl_low", "starter_rl_high"),
     ("refined_rl_high", "starter_rl_high"),
     ("mlp_rl_high", "refined_il"),
+    ("refined_rl_low", "refined_il"),
+    ("refined_rl_high", "refined_rl_low"),
+    ("starter_rl_high", "starter_il"),
+    ("mlp_rl_high", "mlp_il"),
 )

@@ -25,7 +25,7 @@ from refine_core.experiment.conditions import (  # noqa: E402
 
 def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict], refined, spec, opts) -> pd.DataFrame:
     rows = []
-    for cond in conds:
+    for cond, t in zip(conds, trained, strict=True):
         ep = episodes[episodes["condition"] == cond.name]
         metric = ep["metric"].to_numpy(dtype=float)
         if cond.program == "mlp":
@@ -34,22 +34,34 @@ def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict
             calls, refine_resets = 1, 0
         else:
             calls, refine_resets = refined.analyst_calls, refined.resets
+        rl = t.get("rl") or {}
         rows.append({
             "condition": cond.name, "label": cond.label, "analyst_calls": calls,
-            "env_resets": refine_resets + cond.rl_resets, "metric_mean": float(np.nanmean(metric)),
-            "metric_std": float(np.nanstd(metric)), "success_rate": float(ep["success"].mean()),
+            "env_resets": refine_resets + cond.rl_resets + int(rl.get("selection_resets", 0)),
+            "rl_selection_resets": int(rl.get("selection_resets", 0)),
             "mean_action_metric_mean": float(np.nanmean(ep["mean_action_metric"])),
             "mean_action_metric_std": float(np.nanstd(ep["mean_action_metric"])),
+            "mean_action_success_rate": float(ep["mean_action_success"].mean()) if "mean_action_success" in ep else np.nan,
+            "metric_mean": float(np.nanmean(metric)), "metric_std": float(np.nanstd(metric)),
+            "success_rate": float(ep["success"].mean()),
+            "rl_checkpoint": rl_checkpoint_text(rl), "rl_departures": "; ".join(rl.get("departures") or []),
             "episodes": len(ep), "errors": int(ep["error"].notna().sum()) if "error" in ep else 0,
         })
     return pd.DataFrame(rows)
 
 
-def welch(episodes: pd.DataFrame) -> pd.DataFrame:
+def rl_checkpoint_text(rl: dict) -> str:
+    """Which RL weights a row's policy holds, for the table ("-" for IL-only rows)."""
+    from refine_core.learn.rl import RLReport
+
+    return RLReport(**rl).describe_checkpoint() if rl else "-"
+
+
+def welch(episodes: pd.DataFrame, column: str = "mean_action_metric") -> pd.DataFrame:
     rows = []
     for a, b in KEY_COMPARISONS:
-        x = episodes.loc[episodes["condition"] == a, "metric"].to_numpy(dtype=float)
-        y = episodes.loc[episodes["condition"] == b, "metric"].to_numpy(dtype=float)
+        x = episodes.loc[episodes["condition"] == a, column].to_numpy(dtype=float)
+        y = episodes.loc[episodes["condition"] == b, column].to_numpy(dtype=float)
         if len(x) >= 2 and len(y) >= 2 and (np.std(x) > 0 or np.std(y) > 0):
             with warnings.catch_warnings():  # near-identical samples: scipy warns, p is still valid
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -64,6 +76,7 @@ def welch(episodes: pd.DataFrame) -> pd.DataFrame:
 def table_markdown(summary: pd.DataFrame, spec, opts) -> str:
     published = PUBLISHED_CAR if spec.name == "car_racing" else PUBLISHED_DOOR
     scaled = opts.scale != 1.0
+    departures = sorted({d for text in summary["rl_departures"] for d in text.split("; ") if d})
     head = [f"# {spec.name}: {spec.metric.name} over {opts.seeds} unseen seeds",
             "",
             f"Analyst: `{opts.analyst}`"
@@ -72,16 +85,24 @@ def table_markdown(summary: pd.DataFrame, spec, opts) -> str:
             + (f" — **scaled down x{opts.scale:g} from the published 400 / 2,000**" if scaled else "")
             + ("; smoke profile, numbers meaningless" if opts.smoke else "") + ".",
             "",
-            "Each policy runs as the contract executes it: a seeded sample from its Gaussian, clipped"
-            " to the bounds. The mean-action column runs the same policy without noise, for reference.",
+            "Primary column: the policy's mean action, as the published table evaluates it. Beside it,"
+            " the policy as the contract executes it (a seeded sample from its Gaussian, clipped to the"
+            " bounds). 'RL weights' says which RL checkpoint was evaluated: the best by the mean action on"
+            " the selection seeds (never the evaluation seeds), or the final one. Env resets include RL's"
+            " selection rollouts.",
             "",
-            f"| condition | analyst calls | env resets | {spec.metric.name} (mean ± std) | success | "
-            "mean action | published |",
-            "|---|---|---|---|---|---|---|"]
+            "RL: " + ("; ".join(departures) + " (departures from the published method)" if departures
+                      else "the published method (METHOD.md), no departures") + ".",
+            "",
+            f"| condition | analyst calls | env resets | mean action: {spec.metric.name} (mean ± std) | success | "
+            "sampled | RL weights | published |",
+            "|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
+        success = r["mean_action_success_rate"]
         head.append(f"| {r['label']} | {r['analyst_calls']} | {r['env_resets']:,} | "
-                    f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['success_rate']:.0%} | "
                     f"{r['mean_action_metric_mean']:.3f} ± {r['mean_action_metric_std']:.3f} | "
+                    f"{'-' if success != success else f'{success:.0%}'} | "
+                    f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['rl_checkpoint']} | "
                     f"{published.get(r['condition'], '-')} |")
     return "\n".join(head) + "\n"
 
@@ -104,39 +125,89 @@ def plot_rounds(refined, spec, path: Path) -> bool:
     return True
 
 
-def plot_rl_curves(conds: list[Condition], trained: list[dict], spec, path: Path) -> bool:
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    drawn = False
+def rl_updates_frame(conds: list[Condition], trained: list[dict]) -> pd.DataFrame:
+    """Every RL update of every condition, one row each (parameter changes as JSON text)."""
+    rows = []
     for cond, t in zip(conds, trained, strict=True):
-        curve = (t.get("rl") or {}).get("curve") or []
+        for record in (t.get("rl") or {}).get("curve") or []:
+            rows.append({"condition": cond.name, **{k: v for k, v in record.items() if k != "params"},
+                         "params": json.dumps(record.get("params"))})
+    return pd.DataFrame(rows)
+
+
+def plot_rl_curves(conds: list[Condition], trained: list[dict], spec, path: Path) -> bool:
+    """Per RL condition: the sampled group return it trains on, and the mean action on the
+    selection seeds that picks its checkpoint, against environment resets."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    drawn = False
+    for i, (cond, t) in enumerate(zip(conds, trained, strict=True)):
+        rl = t.get("rl") or {}
+        curve, selection = rl.get("curve") or [], rl.get("selection") or []
         if not curve:
             continue
-        ax.plot([c["resets"] for c in curve], [c["mean_return"] for c in curve], marker=".", label=cond.label)
+        colour = f"C{i % 10}"
+        axes[0].plot([c["resets"] for c in curve], [c.get("return_mean", c.get("mean_return")) for c in curve],
+                     ".-", color=colour, label=cond.label, alpha=0.8)
+        if selection:
+            axes[1].plot([s["resets"] for s in selection], [s["metric"] for s in selection], "o-", color=colour,
+                         label=cond.label)
+            best = rl.get("best_update")
+            chosen = [s for s in selection if s["update"] == best and rl.get("checkpoint") == "best"]
+            if chosen:
+                axes[1].plot(chosen[0]["resets"], chosen[0]["metric"], "*", ms=14, color=colour)
         drawn = True
     if not drawn:
         plt.close(fig)
         return False
-    ax.set_xlabel("environment resets")
-    ax.set_ylabel("mean training return of the group")
-    ax.set_title(f"{spec.name}: RL learning curves")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    axes[0].set_title("sampled return of each training group")
+    axes[1].set_title(f"mean action on the selection seeds ({spec.metric.name}); * = checkpoint used")
+    for ax in axes:
+        ax.set_xlabel("environment resets")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7)
+    fig.suptitle(f"{spec.name}: RL learning curves")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return True
 
 
+def plot_rl_updates(conds: list[Condition], trained: list[dict], spec, out: Path) -> list[Path]:
+    """The instruments of every RL condition, one figure each (the panels of `refine report`)."""
+    from refine_core.report import rl_updates_figure
+
+    paths = []
+    for cond, t in zip(conds, trained, strict=True):
+        curve = (t.get("rl") or {}).get("curve") or []
+        if not curve:
+            continue
+        path = out / f"rl_updates_{cond.name}.png"
+        fig = rl_updates_figure(pd.DataFrame(curve), f"{spec.name}: {cond.label}", spec.metric.name)
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def write_all(out: Path, spec, conds, episodes, trained, refined, summary, opts, wall_time_s: float) -> None:
     episodes.to_csv(out / "episodes.csv", index=False)
     (out / "table.md").write_text(table_markdown(summary, spec, opts))
-    tests = welch(episodes)
-    lines = ["# Welch's t-tests on the per-seed metric", "", "| a | b | mean a | mean b | t | p |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r.a} | {r.b} | {r.mean_a:.3f} | {r.mean_b:.3f} | {r.t:.2f} | {r.p_welch:.3g} |" for r in tests.itertuples()]
+    lines = ["# Welch's t-tests on the per-seed metric"]
+    for column, title in (("mean_action_metric", "mean action (primary)"), ("metric", "sampled")):
+        tests = welch(episodes, column)
+        lines += ["", f"## {title}", "", "| a | b | mean a | mean b | t | p |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r.a} | {r.b} | {r.mean_a:.3f} | {r.mean_b:.3f} | {r.t:.2f} | {r.p_welch:.3g} |"
+                  for r in tests.itertuples()]
     (out / "pvalues.md").write_text("\n".join(lines) + "\n")
     (out / "refined_program.py").write_text(refined.source)
     plot_rounds(refined, spec, out / "refinement_rounds.png")
     plot_rl_curves(conds, trained, spec, out / "rl_curves.png")
+    plot_rl_updates(conds, trained, spec, out)
+    updates = rl_updates_frame(conds, trained)
+    if len(updates):
+        updates.to_csv(out / "rl_updates.csv", index=False)
+    rl_runs = {c.name: {k: v for k, v in t["rl"].items() if k != "curve"}
+               for c, t in zip(conds, trained, strict=True) if t.get("rl")}
     meta = {"options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()},
             "wall_time_s": wall_time_s, "refinement_rounds": refined.round_metrics,
-            "summary": summary.to_dict("records")}
+            "summary": summary.to_dict("records"), "rl": rl_runs}
     (out / "summary.json").write_text(json.dumps(meta, indent=1, default=str))

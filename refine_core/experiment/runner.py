@@ -3,8 +3,9 @@
     demonstration (seed 0)
     programs: MLP baseline, bundled zero-shot starter, refined (from a run, or refine now)
     train jobs: IL on the demonstration, then RL at the low / high reset budget
-    eval jobs:  each trained policy x each unseen evaluation seed, mean actions
-    outputs:    results/<task>/<date>/{table.md, episodes.csv, pvalues.md, *.png, summary.json}
+    eval jobs:  each trained policy x each unseen evaluation seed, mean action and sampled
+    outputs:    results/<task>/<date>/{table.md, episodes.csv, pvalues.md, rl_updates.csv, *.png,
+                summary.json}
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import sqlite_utils
 
 from refine_core.experiment import outputs
 from refine_core.experiment.conditions import Condition, conditions
 from refine_core.experiment.jobs import eval_job, pack_demo, train_job
 from refine_core.experiment.pool import map_jobs
+from refine_core.learn.rl import RLConfig
 from refine_core.tasks.base import Task
 
 
@@ -41,10 +42,12 @@ class ExperimentOptions:
     smoke: bool = False
     date: str | None = None
     group_size: int = 20
-    mlp_rl_lr: float = 3e-4
-    """Adam step for the MLP's RL: METHOD.md's 0.007 suits a dozen meaningful coefficients,
-    but moves every one of an MLP's thousands of weights by about that much on the first step
-    (measured: the MLP's group return fell from 467 to about -90 after one update)."""
+    mlp_rl_lr: float | None = None
+    """Adam step for the MLP's RL; None is METHOD.md's 0.007 like every other program. Any
+    other value is a departure and the results table names it."""
+    rl: dict = field(default_factory=dict)
+    """RLConfig fields set for every RL condition (options beyond the published method, e.g.
+    {"std_scale": 0.25}); the results table names each one used."""
     max_steps: int | None = None
     il: dict = field(default_factory=dict)
 
@@ -53,14 +56,17 @@ class ExperimentOptions:
         opts = cls(task=args.task, seeds=args.seeds, workers=args.workers or (os.cpu_count() or 1),
                    ray=args.ray, low_resets=args.low_resets, high_resets=args.high_resets,
                    refined_run=args.refined_run, analyst=args.analyst, rounds=args.rounds, out=args.out,
-                   smoke=args.smoke, date=args.date, mlp_rl_lr=args.mlp_rl_lr)
+                   smoke=args.smoke, date=args.date, mlp_rl_lr=args.mlp_rl_lr,
+                   rl=parse_rl_settings(getattr(args, "rl_set", None) or []))
         return opts.smoke_profile() if args.smoke else opts
 
     def smoke_profile(self) -> ExperimentOptions:
-        """Every condition, tiny budgets: proves the pipeline in minutes, measures nothing."""
+        """Every condition, tiny budgets: proves the pipeline in minutes, measures nothing.
+        The RL window shrinks to fit the 40-step episodes so the surrogate has terms."""
         self.seeds, self.low_resets, self.high_resets = min(self.seeds, 2), 2, 4
         self.group_size, self.max_steps, self.rounds = 2, 40, min(self.rounds, 2)
         self.il = {"max_epochs": 30}
+        self.rl = {"window": 10, "select_every": 1, **self.rl}
         self.date = self.date or "smoke"
         return self
 
@@ -130,12 +136,31 @@ def evaluation_seeds(task: Task, n: int) -> list[int]:
 def rl_config(cond: Condition, opts: ExperimentOptions) -> dict | None:
     if cond.rl_resets == 0:
         return None
-    cfg = {"reset_budget": cond.rl_resets, "group_size": min(opts.group_size, cond.rl_resets)}
-    if cond.program == "mlp":
+    cfg = {**opts.rl, "reset_budget": cond.rl_resets, "group_size": min(opts.group_size, cond.rl_resets)}
+    if cond.program == "mlp" and opts.mlp_rl_lr is not None:
         cfg["lr"] = opts.mlp_rl_lr
     if opts.max_steps:
         cfg["max_steps"] = opts.max_steps
+    RLConfig(**cfg)  # refuse a bad setting before any job starts
     return cfg
+
+
+def parse_rl_settings(items: list[str]) -> dict:
+    """["std_scale=0.25", 'param_lr={"log_std": 0}'] -> RLConfig fields; values are JSON
+    where they parse as JSON, else strings. Unknown fields are refused by name."""
+    from dataclasses import fields as dataclass_fields
+
+    known = {f.name for f in dataclass_fields(RLConfig)}
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in known:
+            raise ValueError(f"--rl-set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(known)}")
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
 
 
 def refined_program(opts: ExperimentOptions, task: Task, out: Path) -> RefinedProgram:
@@ -187,11 +212,9 @@ def load_refined(db) -> RefinedProgram:
 def store(path: Path, opts: ExperimentOptions, conds: list[Condition], episodes: pd.DataFrame,
           trained: list[dict], refined: RefinedProgram) -> None:
     """Results of every job in one SQLite file (local or Ray jobs alike)."""
-    if path.exists():
-        path.unlink()
-    db = sqlite_utils.Database(path)
-    db["experiment"].insert({"options": json.dumps(asdict(opts), default=str), "refined_run": str(refined.run_db)})
-    db["conditions"].insert_all([{"name": c.name, "label": c.label, "program": c.program, "rl_resets": c.rl_resets,
-                                  "il": json.dumps(t["il"]), "rl": json.dumps(t["rl"])} for c, t in zip(conds, trained, strict=True)])
-    db["episodes"].insert_all(episodes.to_dict("records"))
-    db["refinement_rounds"].insert_all(refined.round_metrics)
+    from refine_core.store.experiment import write_experiment
+
+    rows = [{"name": c.name, "label": c.label, "program": c.program, "rl_resets": c.rl_resets,
+             "il": json.dumps(t["il"]), "rl": json.dumps(t["rl"])} for c, t in zip(conds, trained, strict=True)]
+    write_experiment(path, asdict(opts), str(refined.run_db), rows, episodes,
+                     outputs.rl_updates_frame(conds, trained), refined.round_metrics)

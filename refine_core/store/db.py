@@ -759,3 +759,72 @@ class RunDatabase:
         sql, params = self._filter("SELECT * FROM events", run_id, round, kind, None)
         return [self._decode("events", r) for r in self._select(sql + " ORDER BY id", params)]
 
+
+    # -- RL updates --------------------------------------------------------------------------
+    # One row per update of refine_core.learn.rl.train_rl: what the `on_update` callback
+    # receives, stored as it arrives so a killed RL run keeps the updates it made.
+
+    _RL_COLUMNS = (
+        "resets", "return_mean", "return_std", "selection_metric", "selection_return", "entropy",
+        "entropy_coef", "approx_kl", "clip_frac", "ratio_q05", "ratio_q50", "ratio_q95",
+        "grad_norm", "loss",
+    )
+
+    def log_rl_update(
+        self, run_id: int, round: int | None, record: Mapping[str, Any], *, label: str = "rl"
+    ) -> int:
+        """Store one update record (replacing an earlier copy of the same update)."""
+        row: dict[str, Any] = {
+            "run_id": run_id, "round": round, "label": label,
+            "update_index": int(record["update"]),
+            "params": to_json(record.get("params")),
+            "record": to_json({k: v for k, v in record.items() if k != "params"}),
+            "created": now(),
+        }
+        for column in self._RL_COLUMNS:
+            value = record.get(column)
+            row[column] = None if value is None or (isinstance(value, float) and value != value) else value
+        with self.transaction():
+            self.conn.execute(
+                "DELETE FROM rl_updates WHERE run_id = ? AND round IS ? AND label = ? "
+                "AND update_index = ?", (run_id, round, label, row["update_index"]),
+            )
+            return self._insert("rl_updates", row)
+
+    def rl_updates(
+        self, run_id: int, round: int | None = None, label: str | None = None
+    ) -> pd.DataFrame:
+        """Update records in order, one row each: the stored columns, every other number of
+        the record, and `params` ({name: {delta_norm, delta_max, value?}}). Missing figures
+        (e.g. updates without a selection evaluation) are NaN."""
+        clauses, params = ["run_id = ?"], [run_id]
+        if round is not None:
+            clauses.append("round = ?")
+            params.append(round)
+        if label is not None:
+            clauses.append("label = ?")
+            params.append(label)
+        rows = self._select(
+            f"SELECT * FROM rl_updates WHERE {' AND '.join(clauses)} "
+            "ORDER BY round, label, update_index", params,
+        )
+        out = []
+        for row in rows:
+            row = self._decode("rl_updates", row)
+            record = row.pop("record") or {}
+            merged = {**record, **{k: v for k, v in row.items() if v is not None or k not in record}}
+            merged["update"] = merged.pop("update_index")
+            out.append(merged)
+        frame = pd.DataFrame(out)
+        for column in self._RL_COLUMNS:
+            if column in frame:
+                frame[column] = frame[column].astype("float64")
+        return frame
+
+    def rl_labels(self, run_id: int) -> list[tuple[int | None, str]]:
+        """(round, label) of every RL run stored for `run_id`, in order."""
+        rows = self._select(
+            "SELECT DISTINCT round, label FROM rl_updates WHERE run_id = ? ORDER BY round, label",
+            (run_id,),
+        )
+        return [(r["round"], r["label"]) for r in rows]

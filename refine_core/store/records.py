@@ -122,13 +122,18 @@ class ResumeState:
 
 
 def round_from_row(row: dict) -> RoundRecord:
-    """A committed `rounds` row (JSON columns already decoded by the database) as a record."""
+    """A committed `rounds` row (JSON columns already decoded by the database) as a record.
+    A selection metric stored without the metrics it came from (e.g. set by hand with
+    `update_round`) still counts."""
+    metrics = dict(row.get("metrics") or {})
+    if "selection" not in metrics and row.get("selection_metric") is not None:
+        metrics["selection"] = {"metric_mean": float(row["selection_metric"])}
     return RoundRecord(
         run_id=int(row["run_id"]), round=int(row["round"]), status=row["status"], program=row["program"] or "",
         fit_report=row.get("fit_report"), info_schema=row.get("info_schema"),
         diagnostics=row.get("diagnostics"), decision=row.get("decision") or "stop",
         next_program=row.get("next_program"), reasoning=row.get("reasoning") or "",
-        error=row.get("error"), metrics=row.get("metrics") or {}, timings=row.get("timings") or {},
+        error=row.get("error"), metrics=metrics, timings=row.get("timings") or {},
     )
 
 

@@ -79,6 +79,21 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str,
         "id",
         (("run_id", "round"),),
     ),
+    # One row per RL update (refine_core.learn.rl): the figures worth filtering and plotting
+    # as columns, the whole record (parameter changes included) as JSON. `label` tells
+    # several RL runs of one round apart (e.g. two reset budgets). A new table, so files of
+    # version 1 gain it on opening and older readers never see it: no version bump.
+    "rl_updates": (
+        {
+            "id": int, "run_id": int, "round": int, "label": str, "update_index": int,
+            "resets": int, "return_mean": float, "return_std": float, "selection_metric": float,
+            "selection_return": float, "entropy": float, "entropy_coef": float, "approx_kl": float,
+            "clip_frac": float, "ratio_q05": float, "ratio_q50": float, "ratio_q95": float,
+            "grad_norm": float, "loss": float, "params": str, "record": str, "created": str,
+        },
+        "id",
+        (("run_id", "round", "label"),),
+    ),
 }
 
 # Columns holding JSON text, decoded by the readers.
@@ -88,6 +103,7 @@ JSON_COLUMNS = {
     "rounds": ("fit_report", "info_schema", "metrics", "timings"),
     "episodes": ("summary", "columns"),
     "events": ("data",),
+    "rl_updates": ("params", "record"),
 }
 
 ROUND_STATUSES = ("committed", "failed", "running")

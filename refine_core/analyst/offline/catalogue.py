@@ -104,6 +104,11 @@ class Condition:
         return text
 
 
+def when(check: str, key: str, op: str, threshold: float) -> Condition:
+    """Shorthand the task folders' catalogues write their triggers in."""
+    return Condition(check, key, op, threshold)
+
+
 @dataclass(frozen=True)
 class Trigger:
     """Fires when every condition of `all_of` holds and, if `any_of` is not empty, at least one

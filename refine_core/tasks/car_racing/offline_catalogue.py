@@ -5,12 +5,8 @@ advance, which is why the offline analyst's results are never evidence for the m
 
 from __future__ import annotations
 
-from refine_core.analyst.offline.catalogue import Condition, Edit, Trigger
-
-
-def _c(check: str, key: str, op: str, threshold: float) -> Condition:
-    return Condition(check, key, op, threshold)
-
+from refine_core.analyst.offline.catalogue import Edit, Trigger
+from refine_core.analyst.offline.catalogue import when as _c
 
 EDITS: tuple[Edit, ...] = (
     Edit(
