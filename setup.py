@@ -8,7 +8,7 @@ find the package either way.
 from glob import glob
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.dist import Distribution
 
 
@@ -48,7 +48,9 @@ setup(
     description="Self-refining structured robot policies for ROS 2",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["refine_core", "refine_core.*", "refine_ros", "refine_ros.*"]),
+    # namespace discovery: the tasks' programs/ folders hold program texts, read as data, and
+    # setuptools warns (colcon shows it as stderr output) about .py folders it was not told of
+    packages=find_namespace_packages(include=["refine_core", "refine_core.*", "refine_ros", "refine_ros.*"]),
     package_data={"refine_core": ["tasks/*/programs/*.py"]},
     include_package_data=True,
     data_files=[
