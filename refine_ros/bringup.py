@@ -523,7 +523,8 @@ def launch_plan(profile: Profile, *, check_interpreter: bool = True,
                             "the scripts) cannot be run")
         elif missing:
             problems.append(
-                f"{', '.join(executables)} run under {interpreter} (the Python that built them), which cannot "
+                f"{', '.join(executables)} run under {interpreter} (named in their first line: the Python "
+                f"colcon ran under), which cannot "
                 f"import {', '.join(missing)}: install the dependencies into that Python "
                 "(pip install -r requirements.txt) or rebuild with colcon running under the Python that "
                 "has them (python -m colcon build), see the README")
