@@ -1,5 +1,7 @@
 """`refine up PROFILE`: a profile's whole node set in one process, for machines without
-`ros2 launch` (a venv with the ROS 2 client wheels is enough).
+`ros2 launch` (a venv with the ROS 2 client wheels is enough). With `--processes` every node
+runs in its own process instead, started exactly as the launch files start it
+(`refine_ros.processes`).
 
 Why it is built this way:
 - The node set, parameters and remappings come from `bringup.resolve_profile`, the same
