@@ -39,6 +39,9 @@ NODES = {
     "arm_bridge": "refine_ros.nodes.arm_bridge:main",
     "rc_car_bridge": "refine_ros.nodes.rc_car_bridge:main",
     "track_detector": "refine_ros.nodes.track_detector:main",
+    "demo_recorder": "refine_ros.nodes.demo_recorder:main",
+    "joy_teleop": "refine_ros.nodes.joy_teleop:main",
+    "keyboard_teleop": "refine_ros.nodes.keyboard_teleop:main",
 }
 
 setup(

@@ -26,6 +26,7 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.rollout.runner import run_episodes
 from refine_core.rollout.schema import EPISODE_KINDS
 from refine_core.sandbox import fit_in_sandbox
+from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store.records import EpisodeRecord
 from refine_core.tasks.base import Task
 
@@ -53,12 +54,24 @@ class Fitter(Protocol):
         ...
 
 
-def check_demonstration(task: Task, demo: Demonstration) -> str | None:
+def check_demonstration(task: Task, demo: Demonstration, source: str | None = None) -> str | None:
     """Why `demo` cannot train a program for `task` (None when it can): a demonstration
-    recorded for another task, or with other observation columns, would fit nonsense."""
+    recorded for another task, or with other observation columns (or the same ones in another
+    order: programs read their inputs by position), would fit nonsense. With `source`, a
+    demonstration from anyone else (a robot must never be fitted to the simulated expert, nor
+    to another robot) is refused too."""
     spec = task.spec
     if demo.task != spec.name:
         return f"the demonstration was recorded for task {demo.task!r}, not {spec.name!r}"
+    if source is not None and demo.source != source:
+        return f"the run's demonstration comes from {demo.source}, and this profile fits only one from {source}"
+    want = tuple(spec.observation_columns)
+    if demo.columns is not None and tuple(demo.columns) != want:
+        extra = sorted(set(demo.columns) - set(want))[:3]
+        missing = sorted(set(want) - set(demo.columns))[:3]
+        detail = (f"missing {missing}, unknown {extra}" if extra or missing
+                  else "the same names in another order")
+        return f"the demonstration's observation columns do not match task {spec.name!r}: {detail}"
     for inp in spec.inputs:
         array = demo.inputs.get(inp.name)
         if array is None:
@@ -84,13 +97,17 @@ class LocalFitter:
     il: dict = field(default_factory=dict)
     timeout_s: float = 600.0
     allow_weak_isolation: bool = False
+    validation_s: float = FIT_VALIDATION_S
+    """Wall-clock limit of the fit's validation phase (build, contract check, first epoch)."""
+    source: str | None = None
+    """Fit only a demonstration from this source (a robot: `teleop (<robot>)`); None: any."""
 
     def fit(self, program: str, demo: Demonstration) -> FitOutcome:
         outcome = FitOutcome(program=program)
         if not program:
             outcome.error = "empty program"
             return outcome
-        outcome.error = check_demonstration(self.task, demo)
+        outcome.error = check_demonstration(self.task, demo, self.source)
         if outcome.error:
             return outcome
         try:
@@ -99,7 +116,8 @@ class LocalFitter:
             outcome.error = str(exc)
             return outcome
         fit = fit_in_sandbox(program, self.task.spec.name, demo.inputs, demo.actions, self.il,
-                             timeout_s=self.timeout_s, allow_weak_isolation=self.allow_weak_isolation)
+                             timeout_s=self.timeout_s, validation_s=self.validation_s,
+                             allow_weak_isolation=self.allow_weak_isolation)
         if fit.status != "ok" or fit.weights is None:
             outcome.error = fit.error or f"sandboxed fit ended with status {fit.status}"
             return outcome

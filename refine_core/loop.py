@@ -38,6 +38,7 @@ from refine_core.rollout.demo import Demonstration, DemonstrationError, record_d
 from refine_core.rollout.plan import episode_plan
 from refine_core.rollout.schema import RolloutSchema
 from refine_core.sandbox import SandboxResult, run_diagnostics
+from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store import records
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import RoundRecord
@@ -69,7 +70,8 @@ class RefineConfig:
     impossible on a robot."""
     demonstration: str = "expert"
     """'expert': record the task's scripted expert when the run has no demonstration yet;
-    'recorded': only ever use a demonstration already in the run (robots: a teleoperated one)."""
+    'recorded': only ever use a demonstration already in the run and never the simulated
+    expert's (robots: one teleoperated on the robot)."""
     il: dict = field(default_factory=dict)
     """`learn.il.ILConfig` overrides for every fit."""
     rl_resets: int = 0
@@ -80,6 +82,9 @@ class RefineConfig:
     """Wall-clock limit for one diagnostics script."""
     fit_timeout_s: float = 600.0
     """Wall-clock limit for one sandboxed fit."""
+    fit_validation_s: float = FIT_VALIDATION_S
+    """Wall-clock limit for a fit's validation phase (build, contract check, first epochs): a
+    program whose forward never returns is refused within it."""
     workers: int = 1
     """Local processes for rollouts."""
     allow_weak_isolation: bool = False
@@ -153,7 +158,8 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
     # 0. The run, its one demonstration, and where a killed run picks up.
     run_id = records.open_run(db, spec.name, analyst.name, asdict(config), resume=resume)
     run = Run(task, analyst, db, config,
-              fitter or LocalFitter(task, config.il, config.fit_timeout_s, config.allow_weak_isolation),
+              fitter or LocalFitter(task, config.il, config.fit_timeout_s, config.allow_weak_isolation,
+                                    config.fit_validation_s),
               episodes or LocalEpisodes(task, config.action_mode, config.workers, config.max_steps,
                                         config.expert_labels, progress=None if config.verbose else False),
               run_id, demonstration(db, run_id, task, config))
@@ -240,12 +246,18 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
 def demonstration(db: RunDatabase, run_id: int, task: Task, config: RefineConfig) -> Demonstration:
     """The run's one demonstration. Only in simulation may the scripted expert record one."""
     try:
-        return Demonstration.load(db, run_id)
+        demo = Demonstration.load(db, run_id)
     except DemonstrationError:
         if config.demonstration == "recorded":
             raise DemonstrationError(
                 f"run {run_id} in {db.path} has no demonstration and this profile never records the "
-                "simulated expert; record one on the robot first (refine up <robot>_record_demo)") from None
+                "simulated expert; record one on the robot first (refine up <profile>_record_demo)") from None
+    else:
+        if config.demonstration == "recorded" and demo.simulated_expert:
+            raise DemonstrationError(
+                f"run {run_id} in {db.path} holds a demonstration of the {demo.source}, and this profile fits "
+                "only one recorded on the robot; record one on the robot first (refine up <profile>_record_demo)")
+        return demo
     if config.verbose:
         print(f"[refine] recording the scripted expert's demonstration (seed {task.spec.demo_seed})", flush=True)
     demo = record_demonstration(task)

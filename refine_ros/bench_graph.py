@@ -170,7 +170,8 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
     """The same nodes in this process, as `refine up` runs them."""
     import rclpy
 
-    from refine_ros.up import _Spinner, control_switch_interval, start_nodes
+    from refine_ros.spin import NodeSpinner
+    from refine_ros.up import control_switch_interval, start_nodes
 
     run_dir = workdir / "one"
     run_id = _new_run(run_dir)
@@ -183,7 +184,7 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
             nodes = start_nodes(_profile(run_dir), context)
             driver = _Driver(context)
             nodes.append(driver.node)
-            spinner = _Spinner(nodes, context)
+            spinner = NodeSpinner(nodes, context)
             spinner.start()
             steps, seconds = _drive(driver, run_id, episodes, max_steps)
     finally:

@@ -204,7 +204,7 @@ def _profile_arguments(data: dict[str, Any]) -> dict[str, LaunchArgument]:
     return arguments
 
 
-def _load(name: str) -> dict[str, Any]:
+def _load(name: str, _including: tuple[str, ...] = ()) -> dict[str, Any]:
     path = config_dir() / f"{name}.yaml"
     if not path.is_file():
         raise ProfileError(
@@ -216,8 +216,28 @@ def _load(name: str) -> dict[str, Any]:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or data.get("profile") != name:
         raise ProfileError(f"{path}: not a profile (needs 'profile: {name}' at the top level)")
+    if "include" in data:
+        data["nodes"] = _included_nodes(path, data, (*_including, name)) + list(data.get("nodes") or [])
     _check_shape(path, data)
     return data
+
+
+def _included_nodes(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`include: {profile: P, nodes: [a, b]}`: nodes a and b exactly as profile P defines them
+    (parameters, from_arguments, remappings), placed before this profile's own nodes. So the
+    drivers and safety limits of a robot are written once, in its profile, and its
+    record_demo profile runs the very same nodes."""
+    spec = data["include"]
+    if not isinstance(spec, dict) or not isinstance(spec.get("profile"), str) or not isinstance(spec.get("nodes"), list):
+        raise ProfileError(f"{path}: include needs a mapping {{profile: NAME, nodes: [NODE, ...]}}")
+    if spec["profile"] in chain:
+        raise ProfileError(f"{path}: profiles include each other ({' -> '.join([*chain, spec['profile']])})")
+    source = _load(spec["profile"], chain)
+    by_name = {node["name"]: node for node in source["nodes"]}
+    missing = [n for n in spec["nodes"] if n not in by_name]
+    if missing:
+        raise ProfileError(f"{path}: profile {spec['profile']!r} has no node(s) {', '.join(map(str, missing))}")
+    return [copy.deepcopy(by_name[n]) for n in spec["nodes"]]
 
 
 def _check_shape(path: Path, data: dict[str, Any]) -> None:
@@ -264,6 +284,28 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
                     f"{path}: node {node['name']!r} parameter {param!r} reads {key!r}; a node can "
                     f"take only {', '.join(PROFILE_KEYS)} from the profile"
                 )
+    _check_demonstration_rules(path, data)
+
+
+def _check_demonstration_rules(path: Path, data: dict[str, Any]) -> None:
+    """A real robot is never fitted to a simulated demonstration: in a `kind: real` profile the
+    learner names its robot (it then fits only a demonstration teleoperated on it, and refuses
+    to start without one) and the analysis node never records the simulated expert. A demo
+    recorder always names the robot its demonstrations come from."""
+    for node in data["nodes"]:
+        params = node.get("parameters") or {}
+        wired = set(node.get("from_arguments") or {})
+        named = "robot" in wired or str(params.get("robot", "")).strip()
+        if node["name"] == "demo_recorder" and not named:
+            raise ProfileError(f"{path}: demo_recorder needs parameters.robot (the demonstration's source)")
+        if data["kind"] != "real":
+            continue
+        if node["name"] == "learner_node" and not named:
+            raise ProfileError(f"{path}: a real profile's learner_node needs parameters.robot, so that it fits only "
+                               "a demonstration recorded on that robot")
+        if node["name"] == "analysis_node" and params.get("demonstration") != "recorded":
+            raise ProfileError(f"{path}: a real profile's analysis_node needs demonstration: recorded (never the "
+                               "simulated expert)")
 
 
 def coerce(value: Any, default: Any, name: str) -> Any:
@@ -402,17 +444,18 @@ class LaunchPlan:
     """One warning per optional node that will not start."""
     keep_alive: bool = False
     ends_with: str | None = "analysis_node"
-    """The node whose exit ends the launch (None with keep_alive or without an analysis node)."""
+    """The node whose exit ends the launch: the analysis node, or a record_demo profile's demo
+    recorder (None with keep_alive)."""
 
-    FINISHED = "the analysis node finished the run"
+    FINISHED = "the work is done"
 
     def exit_reason(self, name: str) -> str | None:
         """Why the launch ends when node `name` exits; None when the others go on without it
-        (an optional node such as RViz, or the analysis node with keep_alive)."""
+        (an optional node such as RViz, or the finishing node with keep_alive)."""
         if name == self.ends_with:
-            return self.FINISHED
+            return f"{name} finished: {self.FINISHED}"
         node = next((n for n in self.nodes if n.name == name), None)
-        if node is None or node.optional or (self.keep_alive and name == "analysis_node"):
+        if node is None or node.optional or (self.keep_alive and name in ("analysis_node", "demo_recorder")):
             return None
         return f"{name} exited before the run was over"
 
@@ -544,6 +587,7 @@ def launch_plan(profile: Profile, *, check_interpreter: bool = True,
         nodes.append(PlannedNode(executable, package, path, parameters, (), arguments, optional=True,
                                  output=output))
     keep_alive = bool(profile.arguments.get("keep_alive", False))
-    has_analysis = any(n.name == "analysis_node" for n in profile.nodes)
-    return LaunchPlan(profile, tuple(nodes), tuple(skipped), keep_alive,
-                      None if keep_alive or not has_analysis else "analysis_node")
+    names = {n.name for n in profile.nodes}
+    # the node that finishes the work: the analysis node, or a record_demo profile's recorder
+    finisher = next((n for n in ("analysis_node", "demo_recorder") if n in names), None)
+    return LaunchPlan(profile, tuple(nodes), tuple(skipped), keep_alive, None if keep_alive else finisher)

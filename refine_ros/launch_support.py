@@ -31,7 +31,7 @@ def _end_launch(event, context, reason: str) -> list:
     if context.is_shutdown:
         return []
     actions = [EmitEvent(event=Shutdown(reason=reason))]
-    if event.returncode != 0 or reason == FINISHED:
+    if event.returncode != 0 or reason.endswith(FINISHED):
         actions.insert(0, LogInfo(msg=f"[refine_ros] {reason} (exit code {event.returncode}): ending the launch"))
     return actions
 

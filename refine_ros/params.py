@@ -6,18 +6,45 @@ ranges are what docs/NODES.md shows.
 `IntegerRange` (step 1), floats a `FloatingPointRange`. ROS then refuses an out-of-range value
 before any node code sees it. A default taken from a refine_core config dataclass (e.g.
 `RefineConfig().max_rounds`) keeps the one source of truth for that value in refine_core.
+
+A value that belongs to one robot (a safety limit, a speed scale) has no default in the code
+at all: its default is `Required(type)`, the profile (`config/<profile>.yaml`) is where it is
+set, and a node started without it refuses to start (`StartRefused`, exit status 2) naming
+every missing parameter. So the code and a profile can never disagree about such a value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 Bounds = tuple[int, int] | tuple[float, float] | None
+
+
+class StartRefused(ValueError):
+    """A node will not start in this configuration; the message (one line) says what to set."""
+
+
+@dataclass(frozen=True)
+class Required:
+    """The default of a parameter that has none: the profile must set it."""
+
+    type: str
+    """The ROS type: double, integer, bool, string, double_array, integer_array, string_array."""
+
+    @property
+    def ros_type(self) -> Parameter.Type:
+        return Parameter.Type[self.type.upper()]
+
+    def __str__(self) -> str:
+        return f"required {self.type}"
 
 
 @dataclass(frozen=True)
@@ -27,6 +54,10 @@ class Param:
     bounds: Bounds = None
     read_only: bool = True
     """Most parameters shape a node at start; those a node re-reads at run time say so."""
+
+    @property
+    def required(self) -> bool:
+        return isinstance(self.default, Required)
 
 
 Table = Mapping[str, Param]
@@ -46,11 +77,43 @@ def descriptor(description: str, bounds: Bounds = None, *, read_only: bool = Fal
 
 
 def declare_parameters(node: Node, table: Table) -> None:
-    """Declare every parameter of `table` on `node`, in order."""
+    """Declare every parameter of `table` on `node`, in order; a required one is declared with
+    its type only, so it stays unset unless the profile (or the command line) gives it."""
     for name, p in table.items():
-        node.declare_parameter(name, p.default, descriptor(p.description, p.bounds, read_only=p.read_only))
+        value = p.default.ros_type if p.required else p.default
+        node.declare_parameter(name, value, descriptor(p.description, p.bounds, read_only=p.read_only))
 
 
 def values(node: Node, table: Table) -> dict[str, Any]:
-    """The node's current value of every parameter in `table`."""
-    return {name: node.get_parameter(name).value for name in table}
+    """The node's current value of every parameter in `table`; `StartRefused` naming every
+    required parameter nobody set."""
+    found: dict[str, Any] = {}
+    missing: list[str] = []
+    for name in table:
+        try:
+            found[name] = node.get_parameter(name).value
+        except ParameterUninitializedException:
+            missing.append(name)
+    if missing:
+        raise StartRefused(
+            f"{node.get_name()}: robot-specific parameter(s) {', '.join(missing)} have no default in the code; "
+            "set them in the profile (config/<profile>.yaml) or with --ros-args -p NAME:=VALUE")
+    return found
+
+
+def default_of(entry: Any) -> Any:
+    """The default of a parameter-table entry (a `Param`, or a node's `(default, descriptor)`)."""
+    if isinstance(entry, Param):
+        return entry.default
+    return entry[0] if isinstance(entry, tuple) else entry
+
+
+@contextmanager
+def refusing(node: Node) -> Iterator[None]:
+    """Around the part of a constructor that may refuse to start: the half-built node is
+    destroyed before `StartRefused` propagates, so nothing of it lingers on the graph."""
+    try:
+        yield
+    except StartRefused:
+        Node.destroy_node(node)
+        raise

@@ -27,7 +27,6 @@ import importlib
 import math
 import os
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 import yaml
 
 from refine_ros.bringup import NodeSpec, Profile, ProfileError, resolve_profile
+from refine_ros.spin import EXECUTORS, NodeSpinner, make_executor  # noqa: F401 - make_executor: bench_latency
 
 EXIT_STOPPED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 130
 SWITCH_INTERVAL_S = 0.001
@@ -142,9 +142,7 @@ def _arguments(name: str):
 def _node_kwargs(spec: NodeSpec, context) -> dict[str, Any]:
     from rclpy.parameter import Parameter
 
-    overrides = [Parameter(k, value=float(v) if isinstance(v, int) and not isinstance(v, bool)
-                           and _float_param(spec, k) else v)
-                 for k, v in spec.parameters.items()]
+    overrides = [Parameter(k, value=_as_declared(spec, k, v)) for k, v in spec.parameters.items()]
     kwargs: dict[str, Any] = {"parameter_overrides": overrides, "context": context}
     if spec.remappings:
         args = ["--ros-args"]
@@ -154,17 +152,23 @@ def _node_kwargs(spec: NodeSpec, context) -> dict[str, Any]:
     return kwargs
 
 
-def _float_param(spec: NodeSpec, name: str) -> bool:
-    """YAML writes 30 for a float parameter as happily as 30.0; the node's declared default
-    decides (rclpy refuses an integer for a double parameter)."""
+def _as_declared(spec: NodeSpec, name: str, value: Any) -> Any:
+    """YAML writes 30 for a float parameter (or [1, 0] for a float array) as happily as 30.0;
+    the node's declared default decides (rclpy refuses an integer for a double parameter)."""
+    from refine_ros.params import Required, default_of
+
     module = importlib.import_module(spec.module)
     table = getattr(module, "PARAMETERS", None)
     if not isinstance(table, dict) or name not in table:
-        table = getattr(module, "DEFAULTS", None)  # nodes not yet on params.Param tables
-        if not isinstance(table, dict) or name not in table:
-            return False
-    default = getattr(table[name], "default", table[name])
-    return isinstance(default, float)
+        return value
+    default = default_of(table[name])
+    floats = (isinstance(default, Required) and default.type in ("double", "double_array")) or isinstance(
+        default, float) or (isinstance(default, list) and default and all(isinstance(v, float) for v in default))
+
+    def number(v: Any) -> Any:
+        return float(v) if floats and isinstance(v, int) and not isinstance(v, bool) else v
+
+    return [number(v) for v in value] if isinstance(value, list) else number(value)
 
 
 def start_nodes(profile: Profile, context) -> list[Any]:
@@ -184,59 +188,9 @@ def start_nodes(profile: Profile, context) -> list[Any]:
     return nodes
 
 
-EXECUTORS = ("single", "multi")
-
-
-def make_executor(kind: str, context):
-    """One node's executor: rclpy's SingleThreadedExecutor ("single", the default: lowest
-    latency measured) or a two-thread MultiThreadedExecutor ("multi"). rclpy.experimental's
-    EventsExecutor is left out: with this rclpy it never delivered the learner's service
-    responses (the round hung)."""
-    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
-
-    if kind == "single":
-        return SingleThreadedExecutor(context=context)
-    if kind == "multi":
-        return MultiThreadedExecutor(num_threads=2, context=context)
-    raise ProfileError(f"executor must be one of {EXECUTORS}, got {kind!r}")
-
-
-class _Spinner:
-    """One executor per node, each on its own thread."""
-
-    def __init__(self, nodes: list[Any], context, kind: str = "single") -> None:
-        self.executors = []
-        self.threads = []
-        for node in nodes:
-            executor = make_executor(kind, context)
-            executor.add_node(node)
-            thread = threading.Thread(target=self._spin, args=(executor,), name=f"spin-{node.get_name()}",
-                                      daemon=True)
-            self.executors.append(executor)
-            self.threads.append(thread)
-
-    @staticmethod
-    def _spin(executor) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        try:
-            executor.spin()
-        except (ExternalShutdownException, KeyboardInterrupt):
-            pass
-
-    def start(self) -> None:
-        for thread in self.threads:
-            thread.start()
-
-    def stop(self) -> None:
-        for executor in self.executors:
-            executor.shutdown(timeout_sec=5.0)
-        for thread in self.threads:
-            thread.join(5.0)
-
-
 def run_profile(profile: str, options: UpOptions) -> int:
-    """Run the profile's nodes until the analysis node stops the run; returns the exit code."""
+    """Run the profile's nodes until the analysis node stops the run (a record_demo profile: until
+    the demonstration is saved); returns the exit code."""
     resolved = plan_profile(profile, options)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     if options.processes:
@@ -286,12 +240,13 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
     code = EXIT_STOPPED
     try:
         nodes = start_nodes(resolved, context)
-        spinner = _Spinner(nodes, context)
+        spinner = NodeSpinner(nodes, context)  # stops its threads before any node is destroyed
         spinner.start()
         analysis = next((n for n in nodes if n.get_name() == "analysis_node"), None)
+        recorder = next((n for n in nodes if n.get_name() == "demo_recorder"), None)
         rounds = int(_param(resolved, "analysis_node", "rounds", 0) or 0)
         deadline = None if options.timeout_s is None else time.monotonic() + float(options.timeout_s)
-        bar = tqdm(total=rounds or None, desc=f"refine up {profile}", unit="round")
+        bar = tqdm(total=rounds or None, desc=f"refine up {profile}", unit="round", disable=analysis is None)
         try:
             while True:
                 if analysis is not None:
@@ -299,6 +254,9 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
                     if analysis.rounds_done > bar.n:
                         bar.update(analysis.rounds_done - bar.n)
                     if stopped:
+                        break
+                elif recorder is not None:  # a record_demo profile ends with the saved demonstration
+                    if recorder.finished.wait(0.5):
                         break
                 else:
                     time.sleep(0.5)  # a profile without an analysis node runs until timeout / Ctrl-C
@@ -310,6 +268,8 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
             bar.close()
         if analysis is not None and analysis.finished.is_set():
             print(_summary(analysis), flush=True)
+        if recorder is not None and recorder.finished.is_set():
+            print(f"[refine] {recorder.outcome}", flush=True)
     except KeyboardInterrupt:
         print("[refine] interrupted", flush=True)
         code = EXIT_INTERRUPTED

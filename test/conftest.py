@@ -18,3 +18,15 @@ def run_dir(tmp_path):
     path = tmp_path / "run"
     path.mkdir()
     return path
+
+
+ROS_THREAD_ERRORS = "error::pytest.PytestUnhandledThreadExceptionWarning"
+"""In the ROS tests an exception in a thread (an executor touching a node being destroyed:
+`InvalidHandle: cannot use Destroyable because destruction was requested`) fails the test
+instead of scrolling by as a warning; `refine_ros.spin.NodeSpinner` stops executors first."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name.startswith("test_ros_") or item.get_closest_marker("ros") is not None:
+            item.add_marker(pytest.mark.filterwarnings(ROS_THREAD_ERRORS))

@@ -17,10 +17,15 @@ from refine_ros.bringup import ProfileError, coerce, profile_names, resolve_prof
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("door_sim", "car_sim", "pendulum_sim", "arm_real", "rc_car_real")
+ALL_PROFILES = (*PROFILES, *(f"{p}_record_demo" for p in ("door_sim", "car_sim", "arm_real", "rc_car_real")))
+"""The refinement profiles (an analysis node runs the method)."""
+RECORD_PROFILES = ("door_sim_record_demo", "car_sim_record_demo", "arm_real_record_demo", "rc_car_real_record_demo")
+"""The profiles that record a teleoperated demonstration, one per refinement profile with a teleop story."""
+REAL_PAIRS = (("arm_real", "arm_real_record_demo"), ("rc_car_real", "rc_car_real_record_demo"))
 
 
 def test_every_shipped_profile_is_found():
-    assert sorted(profile_names()) == sorted(PROFILES)
+    assert sorted(profile_names()) == sorted(PROFILES + RECORD_PROFILES)
 
 
 def test_import_needs_neither_rclpy_nor_launch():
@@ -231,7 +236,7 @@ def test_launch_arguments_carry_defaults_for_ros2_launch():
     assert all(a.description for a in args.values())
 
 
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", ALL_PROFILES)
 def test_a_profile_sets_only_what_differs_from_the_node_defaults(name):
     """Every default has one home: a node's PARAMETERS table (or the safety node's DEFAULTS).
     A profile value equal to it, or an argument default equal to the default of a parameter it
@@ -239,16 +244,24 @@ def test_a_profile_sets_only_what_differs_from_the_node_defaults(name):
     Values must also have the declared type (rclpy refuses 50 for a float parameter)."""
     import importlib
 
+    from refine_ros.params import Required, default_of
+
+    ros_types = {"double": float, "integer": int, "bool": bool, "string": str, "double_array": list,
+                 "integer_array": list, "string_array": list}
     data = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
     arguments = data["arguments"]
     for node in data["nodes"]:
         module = importlib.import_module(node["module"])
         table = getattr(module, "PARAMETERS", None) or module.DEFAULTS
-        defaults = {k: getattr(v, "default", v) for k, v in table.items()}
+        defaults = {k: default_of(v) for k, v in table.items()}
         for param, value in (node.get("parameters") or {}).items():
-            assert value != defaults[param], f"{name}: {node['name']}.{param} repeats the node's default {value!r}"
-            assert type(value) is type(defaults[param]), f"{name}: {node['name']}.{param} is not a " \
-                f"{type(defaults[param]).__name__}"
+            default = defaults[param]
+            if isinstance(default, Required):  # no code default: the profile is its one home
+                assert isinstance(value, ros_types[default.type]), f"{name}: {node['name']}.{param} is not a " \
+                    f"{default.type}"
+                continue
+            assert value != default, f"{name}: {node['name']}.{param} repeats the node's default {value!r}"
+            assert type(value) is type(default), f"{name}: {node['name']}.{param} is not a {type(default).__name__}"
         for param, arg in (node.get("from_arguments") or {}).items():
             spec = arguments[arg]
             if "default" in spec:
@@ -303,7 +316,7 @@ def test_rviz_config_shows_markers_camera_and_robot_model():
     assert "rviz_default_plugins/TF" in displays
 
 
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", PROFILES + RECORD_PROFILES)
 def test_every_profile_parameter_is_one_the_node_declares(name):
     """A parameter a node does not declare is silently ignored by rclpy: a typo or a setting
     left on the wrong node would change nothing, without a word."""
@@ -316,6 +329,106 @@ def test_every_profile_parameter_is_one_the_node_declares(name):
             continue
         unknown = set(spec.parameters) - set(table)
         assert not unknown, f"{name}: {spec.name} does not declare {sorted(unknown)}"
+
+
+# ---- record_demo profiles and the demonstration rules of real profiles ----------------------------
+@pytest.mark.parametrize("name", RECORD_PROFILES)
+def test_record_profiles_drive_through_the_safety_node_into_the_recorder(name):
+    profile = resolve_profile(name, check_modules=True)
+    names = [n.name for n in profile.nodes]
+    assert {"safety_node", "joy_teleop", "demo_recorder"} <= set(names)
+    assert not {"learner_node", "analysis_node", "rollout_logger"} & set(names), "no policy runs while recording"
+    recorder = profile.node("demo_recorder").parameters
+    assert recorder["task"] == profile.task == profile.node("joy_teleop").parameters["task"]
+    refinement = name.removesuffix("_record_demo")
+    assert recorder["robot"] == refinement, "the source the refinement profile's learner accepts"
+    assert recorder["run_dir"] == bringup.launch_arguments(refinement)[
+        [a.name for a in bringup.launch_arguments(refinement)].index("run_dir")].default, "same run directory"
+    if profile.kind == "sim":
+        sim = profile.node("sim_node")
+        assert sim.parameters["real_time"] is True and recorder["reset_service"] == "sim/reset"
+        assert dict(sim.remappings) == {"refine/action": "refine/safe_action"}, "the sim executes what the safety node sends"
+        from refine_ros.nodes.sim_node import PARAMETERS as SIM_PARAMETERS
+
+        # the task's demonstration seed: the sim node's own default, which the profile leaves
+        assert sim.parameters.get("seed", SIM_PARAMETERS["seed"].default) == 0
+    else:
+        assert "sim_node" not in names and "reset_service" not in recorder
+        assert profile.dry_run is True and profile.node("safety_node").parameters["dry_run"] is True
+
+
+@pytest.mark.parametrize(("real", "record"), REAL_PAIRS)
+def test_a_robots_drivers_and_safety_limits_are_written_once(real, record):
+    """The record profile includes the robot's bridge and safety node: the same parameters,
+    read from the same lines of the robot's profile."""
+    robot, recorder = resolve_profile(real, check_modules=False), resolve_profile(record, check_modules=False)
+    for node in recorder.nodes:
+        if node.name in ("joy_teleop", "demo_recorder"):
+            continue
+        assert node.parameters == robot.node(node.name).parameters, node.name
+    assert robot.node("learner_node").parameters["robot"] == recorder.node("demo_recorder").parameters["robot"] == real
+    assert robot.node("analysis_node").parameters["demonstration"] == "recorded"
+    text = (ROOT / "config" / f"{record}.yaml").read_text()
+    assert "workspace_lower" not in text and "lower:" not in text, "limits are only in the robot's own profile"
+
+
+@pytest.mark.parametrize("name", PROFILES + RECORD_PROFILES)
+def test_profile_values_have_the_types_the_nodes_declare(name):
+    """rclpy refuses a value of another type (and `ros2 launch` passes YAML as it is): a float
+    parameter needs 1.0, not 1; a required parameter its declared type."""
+    import importlib
+
+    from refine_ros.params import Required, default_of
+
+    kinds = {"double": float, "integer": int, "bool": bool, "string": str}
+    for spec in resolve_profile(name, check_modules=True).nodes:
+        table = getattr(importlib.import_module(spec.module), "PARAMETERS", None) or {}
+        for param, value in spec.parameters.items():
+            default = default_of(table[param])
+            if isinstance(default, Required):
+                base, is_array = default.type.removesuffix("_array"), default.type.endswith("_array")
+            else:
+                is_array = isinstance(default, list)
+                base = next(k for k, t in kinds.items() if isinstance((default or [None])[0] if is_array else default, t)
+                            and not (t is int and isinstance(default, bool)))
+            items = value if is_array else [value]
+            assert isinstance(value, list) == is_array, f"{name}: {spec.name}.{param}"
+            assert all(type(v) is kinds[base] for v in items), f"{name}: {spec.name}.{param}={value!r} is not {base}"
+
+
+def test_real_profiles_must_name_their_robot_and_never_record_the_expert(fake_share):
+    def node(name, **parameters):
+        return {"name": name, "executable": name, "module": f"refine_ros.nodes.{name}", "class": "X",
+                "parameters": parameters}
+
+    _write(fake_share, "mini", _profile(kind="real", nodes=[node("learner_node", task="door_open")]))
+    with pytest.raises(ProfileError, match="learner_node needs parameters.robot"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(kind="real", nodes=[node("analysis_node")]))
+    with pytest.raises(ProfileError, match="demonstration: recorded"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(nodes=[node("demo_recorder", task="door_open")]))
+    with pytest.raises(ProfileError, match="demo_recorder needs parameters.robot"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(kind="real", nodes=[node("learner_node", robot="arm"),
+                                                            node("analysis_node", demonstration="recorded")]))
+    assert resolve_profile("mini", check_modules=False).node("learner_node").parameters["robot"] == "arm"
+
+
+def test_include_takes_nodes_from_another_profile_and_refuses_cycles_and_unknown_nodes(fake_share):
+    _write(fake_share, "base", _profile(profile="base"))
+    _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["rollout_logger"]}, nodes=[]))
+    node = resolve_profile("mini", {"run_dir": "/r"}, check_modules=False).node("rollout_logger")
+    assert node.parameters == {"batch_size": 10, "run_dir": "/r"}, "parameters and from_arguments come along"
+    _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["sim_node"]}, nodes=[]))
+    with pytest.raises(ProfileError, match="has no node.*sim_node"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(include={"profile": "mini", "nodes": ["rollout_logger"]}))
+    with pytest.raises(ProfileError, match="include each other"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["rollout_logger"]}))
+    with pytest.raises(ProfileError, match="appears twice"):
+        resolve_profile("mini", check_modules=False)
 
 
 # ----------------------------------------------------------------------------- pre-launch checks
@@ -401,7 +514,7 @@ def test_node_scripts_whose_python_lacks_the_dependencies_are_refused(tmp_path):
 def test_the_plan_says_when_the_launch_ends(installed):
     plan = bringup.launch_plan(resolve_profile("car_sim", {"rviz": "false", "robot_state_publisher": "false"}),
                                finder=installed("rviz2"))
-    assert plan.ends_with == "analysis_node" and plan.exit_reason("analysis_node") == plan.FINISHED
+    assert plan.ends_with == "analysis_node" and plan.exit_reason("analysis_node").endswith(plan.FINISHED)
     assert "learner_node exited" in plan.exit_reason("learner_node")
     kept = bringup.launch_plan(resolve_profile("car_sim", {"keep_alive": "true"}), finder=installed("rviz2"))
     assert kept.ends_with is None and kept.exit_reason("analysis_node") is None
@@ -422,3 +535,11 @@ def test_the_real_finder_finds_this_package_and_not_a_missing_one():
     assert bringup.find_executable("refine_ros", "sim_node") is not None
     assert bringup.find_executable("refine_ros", "no_such_node") is None
     assert bringup.find_executable("surely_not_a_ros_package", "rviz2") is None
+
+
+def test_a_record_demo_launch_ends_with_the_stored_demonstration(installed):
+    finder = installed()
+    plan = bringup.launch_plan(resolve_profile("door_sim_record_demo", {"rviz": "false"}),
+                               finder=lambda package, exe: finder("refine_ros", "sim_node") if package == "refine_ros"
+                               else finder(package, exe))
+    assert plan.ends_with == "demo_recorder" and plan.exit_reason("demo_recorder").endswith(plan.FINISHED)

@@ -312,6 +312,47 @@ def test_a_robot_run_never_records_the_simulated_expert(tmp_path):
     assert db.load_demonstration(db.latest_run()["id"]) is None
 
 
+def test_a_robot_run_refuses_the_simulated_experts_demonstration_already_in_the_run(tmp_path):
+    from refine_core.rollout.demo import DemonstrationError, record_demonstration
+
+    db = RunDatabase(tmp_path / "run.db")
+    run_id = db.create_run("door_open")
+    record_demonstration(get_task("door_open"), max_steps=10).save(db, run_id)
+    with pytest.raises(DemonstrationError, match="scripted expert \\(sim\\).*recorded on the robot"):
+        refine(get_task("door_open"), OfflineAnalyst(), db, small(demonstration="recorded"))
+    assert not db.rounds(run_id)
+
+
+def test_a_fit_refuses_a_demonstration_from_another_source_or_with_other_columns(tmp_path):
+    """A robot's fitter takes only that robot's teleoperated demonstration, and no fitter takes
+    observation columns in another order (programs read their inputs by position)."""
+    import dataclasses
+
+    from refine_core.backends import LocalFitter, check_demonstration
+    from refine_core.rollout.demo import (
+        SIMULATED_EXPERT,
+        DemonstrationError,
+        record_demonstration,
+        recorded_demonstration,
+    )
+
+    task = get_task("door_open")
+    expert = record_demonstration(task, max_steps=10)
+    assert expert.source == SIMULATED_EXPERT and expert.columns == tuple(task.spec.observation_columns)
+    arm = LocalFitter(task, source="teleop (arm_real)").fit(starter_program("door_open"), expert)
+    assert arm.failed and "comes from scripted expert (sim)" in arm.error and "teleop (arm_real)" in arm.error
+
+    columns = list(task.spec.observation_columns)
+    teleop = recorded_demonstration(task, expert.table[columns].to_numpy(), expert.actions,
+                                    source="teleop (arm_real)", columns=columns)
+    assert check_demonstration(task, teleop, "teleop (arm_real)") is None
+    swapped = dataclasses.replace(teleop, columns=(columns[1], columns[0], *columns[2:]))
+    assert "another order" in check_demonstration(task, swapped)
+    with pytest.raises(DemonstrationError, match="column 0"):
+        recorded_demonstration(task, expert.table[columns].to_numpy(), expert.actions, source="teleop (x)",
+                               columns=swapped.columns)
+
+
 def test_a_demonstration_of_another_task_is_refused_by_the_fit(tmp_path):
     from refine_core.backends import LocalFitter
     from refine_core.rollout.demo import record_demonstration

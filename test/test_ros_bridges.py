@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 import rclpy
+import yaml
 from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -24,8 +24,10 @@ from std_msgs.msg import Float64, Float64MultiArray, String
 
 from refine_core.tasks.registry import get_task
 from refine_ros import qos
+from refine_ros.bringup import resolve_profile
 from refine_ros.messages import pack_json, pack_vector, unpack_json, unpack_vector
 from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
+from refine_ros.spin import NodeSpinner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,35 +42,47 @@ def wait_until(predicate, timeout=5.0) -> bool:
 
 
 class Graph:
-    """Nodes of one test in their own context, each spun by its own executor thread."""
+    """Nodes of one test in their own context, each spun by its own executor thread; `close`
+    stops every executor before any node is destroyed (refine_ros.spin)."""
 
     def __init__(self) -> None:
         self.ctx = Context()
         rclpy.init(context=self.ctx)
         self.nodes: list[Node] = []
-        self.executors: list[SingleThreadedExecutor] = []
+        self.spinners: list[NodeSpinner] = []
 
     def add(self, node: Node) -> Node:
-        ex = SingleThreadedExecutor(context=self.ctx)
-        ex.add_node(node)
-        threading.Thread(target=self._spin, args=(ex,), daemon=True).start()
+        self.spinners.append(NodeSpinner([node], self.ctx).start())
         self.nodes.append(node)
-        self.executors.append(ex)
         return node
 
-    @staticmethod
-    def _spin(ex) -> None:
-        try:
-            ex.spin()
-        except Exception:  # context shut down at teardown
-            pass
-
     def close(self) -> None:
-        for ex in self.executors:
-            ex.shutdown(timeout_sec=2.0)
+        for spinner in self.spinners:
+            spinner.stop()
         for node in self.nodes:
             node.destroy_node()
         rclpy.shutdown(context=self.ctx)
+
+
+def _profile_settings(profile: str, node: str) -> dict:
+    """What a robot's profile sets on one of its nodes (dry_run aside): the robot-specific
+    values the nodes have no default for."""
+    params = dict(resolve_profile(profile, check_modules=False).node(node).parameters)
+    params.pop("dry_run", None)
+    return params
+
+
+SETTINGS = {
+    safety_node.SafetyNode: _profile_settings("arm_real", "safety_node"),
+    arm_bridge.ArmBridge: _profile_settings("arm_real", "arm_bridge"),
+    rc_car_bridge.RcCarBridge: _profile_settings("rc_car_real", "rc_car_bridge"),
+    track_detector.TrackDetector: {},
+}
+
+
+def make(cls, graph: Graph, **overrides):
+    params = {**SETTINGS[cls], **overrides}
+    return graph.add(cls(context=graph.ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
 
 
 @pytest.fixture
@@ -232,7 +246,7 @@ def test_rc_car_bridge_commands_and_semantic_observation(graph, command_type):
 
 # ---- lifecycle ---------------------------------------------------------------------------------
 NODE_PARAMETERS = {
-    safety_node.SafetyNode: set(safety_node.DEFAULTS),
+    safety_node.SafetyNode: set(safety_node.PARAMETERS),
     arm_bridge.ArmBridge: set(arm_bridge.PARAMETERS),
     rc_car_bridge.RcCarBridge: set(rc_car_bridge.PARAMETERS),
     track_detector.TrackDetector: set(track_detector.PARAMETERS),
@@ -241,7 +255,7 @@ NODE_PARAMETERS = {
 
 @pytest.mark.parametrize("cls", list(NODE_PARAMETERS), ids=lambda c: c.__name__)
 def test_every_node_declares_described_parameters(graph, cls):
-    node = graph.add(cls(context=graph.ctx))
+    node = make(cls, graph)
     names = set(node.list_parameters([], 0).names)
     assert NODE_PARAMETERS[cls] <= names
     for desc in node.describe_parameters(sorted(NODE_PARAMETERS[cls])):
@@ -251,15 +265,23 @@ def test_every_node_declares_described_parameters(graph, cls):
 
 
 def test_bridges_refuse_bad_settings(graph):
-    car = graph.add(rc_car_bridge.RcCarBridge(context=graph.ctx))
+    from refine_ros.params import StartRefused
+
+    car = make(rc_car_bridge.RcCarBridge, graph)
     assert not car.set_parameters([Parameter("wheel_joints", value=["a", "b"])])[0].successful
-    assert not car.set_parameters([Parameter("command_topic", value="/other")])[0].successful
+    assert not car.set_parameters([Parameter("command_topic", value="/other")])[0].successful  # read-only
+    assert car.describe_parameter("command_topic").read_only and not car.describe_parameter("max_speed").read_only
     assert not car.set_parameters([Parameter("max_speed", value=-1.0)])[0].successful  # range
-    arm = graph.add(arm_bridge.ArmBridge(context=graph.ctx))
+    assert car.set_parameters([Parameter("max_speed", value=0.5)])[0].successful
+    arm = make(arm_bridge.ArmBridge, graph)
     assert not arm.set_parameters([Parameter("target_position", value=[1.0, 2.0])])[0].successful
-    with pytest.raises(ValueError):
+    with pytest.raises(StartRefused, match="command_type"):
         rc_car_bridge.RcCarBridge(context=graph.ctx, parameter_overrides=[
-            Parameter("command_type", value="pwm")])  # fmt: skip
+            Parameter(k, value=v) for k, v in {**SETTINGS[rc_car_bridge.RcCarBridge], "command_type": "pwm"}.items()])
+    with pytest.raises(StartRefused, match="max_speed, max_steer"):
+        rc_car_bridge.RcCarBridge(context=graph.ctx)
+    with pytest.raises(StartRefused, match="max_speed"):
+        arm_bridge.ArmBridge(context=graph.ctx)
 
 
 @pytest.mark.timeout(90)
@@ -267,10 +289,16 @@ def test_every_node_runs_as_a_process_and_exits_cleanly_on_sigint(tmp_path):
     modules = ["safety_node", "arm_bridge", "rc_car_bridge", "track_detector"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs = {}
+    settings = {m.__name__.rsplit(".", 1)[-1]: SETTINGS[cls] for cls, m in (
+        (safety_node.SafetyNode, safety_node), (arm_bridge.ArmBridge, arm_bridge),
+        (rc_car_bridge.RcCarBridge, rc_car_bridge), (track_detector.TrackDetector, track_detector))}
     for m in modules:
         log = open(tmp_path / f"{m}.log", "w+")
+        params = tmp_path / f"{m}.yaml"
+        params.write_text(yaml.safe_dump({f"life_{m}": {"ros__parameters": settings[m] or {"road_width": 0.3}}}))
         procs[m] = (subprocess.Popen(
-            [sys.executable, "-m", f"refine_ros.nodes.{m}", "--ros-args", "-r", f"__node:=life_{m}"],
+            [sys.executable, "-m", f"refine_ros.nodes.{m}", "--ros-args", "-r", f"__node:=life_{m}",
+             "--params-file", str(params)],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         ), log)  # fmt: skip
     ctx = Context()

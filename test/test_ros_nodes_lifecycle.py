@@ -8,7 +8,6 @@ import threading
 
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float64MultiArray, String
@@ -18,11 +17,13 @@ from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.programs import starter_program
 from refine_core.store.db import RunDatabase
 from refine_ros import protocol, qos
+from refine_ros.bringup import resolve_profile
 from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
 from refine_ros.nodes.learner_node import LearnerNode
+from refine_ros.spin import NodeSpinner
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
@@ -35,20 +36,13 @@ def context():
     rclpy.try_shutdown(context=ctx)
 
 
-class Spin:
-    """Spins nodes on their own executor threads, as `refine up` does."""
+class Spin(NodeSpinner):
+    """Spins nodes on their own executor threads, as `refine up` does; `stop()` ends every
+    executor before the test destroys a node."""
 
     def __init__(self, context, *nodes: Node) -> None:
-        self.executors = []
-        for node in nodes:
-            executor = SingleThreadedExecutor(context=context)
-            executor.add_node(node)
-            threading.Thread(target=executor.spin, daemon=True).start()
-            self.executors.append(executor)
-
-    def stop(self) -> None:
-        for executor in self.executors:
-            executor.shutdown(timeout_sec=5.0)
+        super().__init__(nodes, context)
+        self.start()
 
 
 class Listener(Node):
@@ -90,7 +84,8 @@ def test_learner_declares_parameters_and_shuts_down(context, run_dir):
     node = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
     try:
         assert set(LEARNER_PARAMETERS) == {"task", "run_dir", "fit_timeout", "episode_timeout", "sim_node",
-                                           "reset_service", "wait_for_confirmation", "confirmation_timeout"}
+                                           "reset_service", "wait_for_confirmation", "confirmation_timeout",
+                                           "robot", "fit_validation_timeout"}
         _declared(node, LEARNER_PARAMETERS)
         assert node.describe_parameter("fit_timeout").floating_point_range
         assert node.describe_parameter("task").read_only
@@ -334,7 +329,8 @@ def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_
         Parameter("reset_service", value=""), Parameter("wait_for_confirmation", value=True),
         Parameter("confirmation_timeout", value=60.0),
     ])
-    safety = SafetyNode(context=context, parameter_overrides=[Parameter("dry_run", value=True)])
+    limits = {**resolve_profile("arm_real", check_modules=False).node("safety_node").parameters, "dry_run": True}
+    safety = SafetyNode(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in limits.items()])
     arm = FakeArm(context)
     spin = Spin(context, learner, safety, arm)
     try:
@@ -394,75 +390,68 @@ def test_a_confirmation_that_never_comes_fails_the_episode_and_shutdown_ends_the
 
 
 # ------------------------------------------------------------------------- `refine up arm_real`, dry run
-class FakeArmDriver(Node):
-    """The arm's driver topics (joint states, end-effector and handle poses) at 100 Hz, a
-    listener on the servo and gripper command topics, and the operator's confirm button."""
-
-    def __init__(self, context) -> None:
-        from geometry_msgs.msg import PoseStamped, TwistStamped
-        from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64
-
-        super().__init__("fake_arm_driver", context=context)
-        self.hardware_commands = 0
-        self.actions = 0
-        self.pub_joints = self.create_publisher(JointState, "/joint_states", qos.SENSOR)
-        self.pub_ee = self.create_publisher(PoseStamped, "/ee_pose", qos.SENSOR)
-        self.pub_handle = self.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
-        self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_hardware, qos.COMMAND)
-        self.create_subscription(Float64, "/gripper_command", self._on_hardware, qos.COMMAND)
-        self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
-        self.confirm = self.create_client(Trigger, "safety/confirm_episode")
-        self._pose, self._joints = PoseStamped, JointState
-        self.create_timer(0.01, self._tick)
-
-    def _on_hardware(self, _msg) -> None:
-        self.hardware_commands += 1
-
-    def _on_action(self, _msg) -> None:
-        self.actions += 1
-
-    def _tick(self) -> None:
-        stamp = self.get_clock().now().to_msg()
-        joints = self._joints(name=["finger_joint_1", "finger_joint_2"], position=[0.04, 0.04])
-        joints.header.stamp = stamp
-        self.pub_joints.publish(joints)
-        for pub, xyz in ((self.pub_ee, (0.0, 0.6, 0.2)), (self.pub_handle, (0.05, 0.7, 0.15))):
-            pose = self._pose()
-            pose.header.stamp, pose.header.frame_id = stamp, "base_link"
-            pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = xyz
-            pose.pose.orientation.w = 1.0
-            pub.publish(pose)
-
-
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir):
-    """The whole real-arm profile in one process, dry run, with the profile's own episode
-    counts (one diagnostic, one selection, no eval episode): it waits for the operator before
-    each episode, logs both with NaN safe_* columns (nothing was sent), finishes the round with
-    no eval metrics and the report still renders; nothing reaches the hardware topics."""
+@pytest.mark.timeout(420)
+def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypatch):
+    """The real-arm flow from the README's checklist with fake drivers: a demonstration is
+    teleoperated on the arm (`refine up arm_real_record_demo --live` in its own process, a
+    gamepad through joy_teleop and the safety node), fitted, and then the whole arm_real
+    profile runs in one process, dry run, with its own episode counts (one diagnostic, one
+    selection, no eval episode): it waits for the operator before each episode, logs both with
+    NaN safe_* columns (nothing was sent), finishes the round with no eval metrics and the
+    report still renders; nothing reaches the hardware topics in the dry run, and the
+    simulated expert is never touched."""
     import time
 
+    import numpy as np
+    from fake_robots import FakeArmDriver, record_arm_demonstration
+
+    from refine_core import loop
+    from refine_core.backends import LocalFitter
     from refine_core.report import build_report
+    from refine_core.rollout import demo as demo_module
+    from refine_core.rollout.demo import Demonstration
+    from refine_core.tasks.door_open.task import DoorOpenTask
+    from refine_core.tasks.registry import get_task
     from refine_ros.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile
 
-    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200)
-    analysis = plan_profile("arm_real", options).node("analysis_node").parameters
-    assert (analysis["episodes"], analysis["selection_episodes"], analysis["eval_episodes"]) == (1, 1, 0)
-    _record_demo(run_dir)  # stands in for a teleoperated demonstration recorded on the arm
+    def never(*_args, **_kwargs):
+        raise AssertionError("the simulated expert was asked for on a robot")
+
+    for target, name in ((loop, "record_demonstration"), (demo_module, "record_demonstration"),
+                         (DoorOpenTask, "expert")):
+        monkeypatch.setattr(target, name, never)
+
     driver = FakeArmDriver(context)
     spin = Spin(context, driver)
-    result: list[int] = []
-    runner = threading.Thread(target=lambda: result.append(run_profile("arm_real", options)), daemon=True)
-    runner.start()
-
-    def confirm() -> None:
-        done = threading.Event()
-        driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f: done.set())
-        assert done.wait(10.0)
-
     try:
+        start_y = driver.position()[1]
+        output = record_arm_demonstration(context, run_dir, seconds=2.0, forward=0.6)
+        assert "stored a" in output and "teleop (arm_real)" in output, output
+        assert driver.position()[1] > start_y + 0.05, "the teleoperated arm moved forward"
+        moved = driver.hardware_commands
+        with RunDatabase(run_dir) as db:
+            demo = Demonstration.load(db, db.latest_run()["id"])
+        assert demo.source == "teleop (arm_real)" and demo.seed == -1 and demo.steps >= 50
+        assert np.median(demo.actions[:, 1]) == pytest.approx(0.6), "the stick's dy, through the safety node"
+        assert np.abs(demo.actions[:, [0, 2]]).max() == 0.0 and (demo.actions[:, 3] == 1.0).all()
+        gripper_y = demo.inputs["features"][:, 1]
+        assert gripper_y[-1] > gripper_y[0] + 0.05, "the observations follow the arm"
+        fit = LocalFitter(get_task("door_open"), source="teleop (arm_real)").fit(starter_program("door_open"), demo)
+        assert not fit.failed, fit.error
+
+        options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200)
+        analysis = plan_profile("arm_real", options).node("analysis_node").parameters
+        assert (analysis["episodes"], analysis["selection_episodes"], analysis["eval_episodes"]) == (1, 1, 0)
+        result: list[int] = []
+        runner = threading.Thread(target=lambda: result.append(run_profile("arm_real", options)), daemon=True)
+        runner.start()
+
+        def confirm() -> None:
+            done = threading.Event()
+            driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f: done.set())
+            assert done.wait(10.0)
+
         assert driver.confirm.wait_for_service(timeout_sec=60.0), "the safety node never came up"
         time.sleep(3.0)
         assert driver.actions == 0, "the learner acted before the operator confirmed"
@@ -479,9 +468,10 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir):
         spin.stop()
         driver.destroy_node()
     assert driver.actions == 20, "each confirmed episode runs max_steps actions"
-    assert driver.hardware_commands == 0, "dry run: nothing on the servo or gripper topics"
+    assert driver.hardware_commands == moved, "dry run: nothing on the servo or gripper topics"
     with RunDatabase(run_dir) as db:
         run_id = db.latest_run()["id"]
+        assert db.load_demonstration(run_id)["source"] == "teleop (arm_real)", "the demonstration stayed"
         episodes = db.episodes(run_id, 0)
         assert sorted(zip(episodes["kind"], episodes["episode"], episodes["steps"], strict=True)) == [
             ("diagnostic", 0, 10), ("selection", 0, 10)]
@@ -496,6 +486,8 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir):
         (committed,) = db.rounds(run_id)
         assert committed["status"] == "committed" and "eval" not in committed["metrics"]
         assert committed["metrics"]["selection"]["episodes"] == 1
+        report = committed["fit_report"]
+        assert report["n_train"] + report["n_val"] == demo.steps, "the round was fitted on the teleop demonstration"
         out, summary = build_report(db, run_dir / "report.html", run_id)
     assert out.is_file() and "round 0: selection" in summary
 

@@ -5,7 +5,6 @@ rows never wait for that stream."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 import numpy as np
@@ -14,7 +13,6 @@ import pytest
 pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
 import rclpy  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
@@ -26,6 +24,7 @@ from refine_ros.bench import wait_for  # noqa: E402
 from refine_ros.bringup import resolve_profile  # noqa: E402
 from refine_ros.messages import pack_json, pack_vector  # noqa: E402
 from refine_ros.nodes.rollout_logger import LogWriter  # noqa: E402
+from refine_ros.spin import NodeSpinner  # noqa: E402
 
 DOOR = get_task("door_open").spec
 LOWER, UPPER = np.array([-1.0, -1.0, -1.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0])
@@ -114,23 +113,20 @@ def test_the_logger_records_what_the_safety_node_sent(run_dir, dry_run):
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     steps = 12
-    nodes, executors = [], []
+    nodes, spinner = [], None
     try:
-        safety = SafetyNode(context=ctx, parameter_overrides=[
-            Parameter("dry_run", value=dry_run), Parameter("require_confirmation", value=False),
-            Parameter("max_rate", value=[0.0, 0.0, 0.0, 0.0]),  # unlimited: clamps only, whatever the timing
-            Parameter("watchdog_timeout", value=2.0), Parameter("watchdog_period", value=0.02)])
+        limits = {**resolve_profile("arm_real", check_modules=False).node("safety_node").parameters,
+                  "dry_run": dry_run, "require_confirmation": False,
+                  "max_rate": [0.0, 0.0, 0.0, 0.0],  # unlimited: clamps only, whatever the timing
+                  "watchdog_timeout": 2.0, "watchdog_period": 0.02}
+        safety = SafetyNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in limits.items()])
         logger = RolloutLogger(context=ctx, parameter_overrides=[
             Parameter("run_dir", value=str(run_dir)), Parameter("task", value="door_open"),
             Parameter("store_step_kinds", value=["all"]), Parameter("log_unannounced", value=False),
             Parameter("log_safe_action", value=True), Parameter("join_timeout", value=0.3)])
         fake = FakePolicyAndBridge(ctx)
         nodes = [safety, logger, fake]
-        for node in nodes:
-            executor = SingleThreadedExecutor(context=ctx)
-            executor.add_node(node)
-            threading.Thread(target=executor.spin, daemon=True).start()
-            executors.append(executor)
+        spinner = NodeSpinner(nodes, ctx).start()
         assert wait_for(lambda: fake.pub_action.get_subscription_count() >= 2
                         and fake.pub_obs.get_subscription_count() >= 2
                         and safety._safe_pub.get_subscription_count() >= 1
@@ -155,8 +151,8 @@ def test_the_logger_records_what_the_safety_node_sent(run_dir, dry_run):
         assert ok, message
         published = safety.published
     finally:
-        for executor in executors:
-            executor.shutdown(timeout_sec=5.0)
+        if spinner is not None:
+            spinner.stop()
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown(context=ctx)

@@ -21,7 +21,6 @@ import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Bool, Float64MultiArray
@@ -29,14 +28,26 @@ from std_srvs.srv import Trigger
 from tqdm import tqdm
 
 from refine_ros import qos
+from refine_ros.bringup import resolve_profile
 from refine_ros.messages import pack_vector
-from refine_ros.nodes.safety_node import DEFAULTS, SafetyNode
+from refine_ros.nodes.safety_node import PARAMETERS, SafetyNode
+from refine_ros.spin import NodeSpinner
+
+
+def _limits(profile: str) -> dict:
+    """A robot's safety limits, read from its profile: the one place they are written."""
+    params = dict(resolve_profile(profile, check_modules=False).node("safety_node").parameters)
+    params.pop("dry_run")
+    return params
+
 
 pytestmark = pytest.mark.timeout(120)
 
-ZERO = (0.0, 0.0, 0.0, 1.0)
-LOWER = np.array(DEFAULTS["lower"])
-UPPER = np.array(DEFAULTS["upper"])
+ARM = _limits("arm_real")
+CAR = _limits("rc_car_real")
+ZERO = tuple(ARM["zero"])
+LOWER = np.array(ARM["lower"])
+UPPER = np.array(ARM["upper"])
 OBS_INSIDE = [0.0, 0.6, 0.2] + [0.0] * 36
 
 
@@ -114,13 +125,6 @@ def wait_until(predicate, timeout=5.0) -> bool:
     return False
 
 
-def _spin(executor):
-    try:
-        executor.spin()
-    except Exception:  # the context shut down under us at teardown
-        pass
-
-
 def make_fake(ctx: Context) -> Fake:
     fake_node = Node("fake_hardware", context=ctx)
     fake = Fake(
@@ -154,26 +158,21 @@ def params(**overrides):
 
 @pytest.fixture
 def ros_safety(request):
-    """(safety node, fake); parameters from `@params(...)`."""
-    overrides = [Parameter(k, value=v) for k, v in getattr(request, "param", {}).items()]
+    """(safety node, fake); the arm's limits from its profile, changed by `@params(...)`."""
+    overrides = [Parameter(k, value=v) for k, v in {**ARM, **getattr(request, "param", {})}.items()]
     ctx = Context()
     rclpy.init(context=ctx)
     safety = SafetyNode(context=ctx, parameter_overrides=overrides)
     fake = make_fake(ctx)
-    fake_node = fake.node
-    executors = []
-    for node in (safety, fake_node):
-        ex = SingleThreadedExecutor(context=ctx)
-        ex.add_node(node)
-        threading.Thread(target=_spin, args=(ex,), daemon=True).start()
-        executors.append(ex)
-    assert wait_until(fake.connected), "DDS discovery did not complete"
-    yield safety, fake
-    for ex in executors:
-        ex.shutdown(timeout_sec=2.0)
-    safety.destroy_node()
-    fake_node.destroy_node()
-    rclpy.shutdown(context=ctx)
+    spinner = NodeSpinner([safety, fake.node], ctx).start()
+    try:
+        assert wait_until(fake.connected), "DDS discovery did not complete"
+        yield safety, fake
+    finally:
+        spinner.stop()
+        safety.destroy_node()
+        fake.node.destroy_node()
+        rclpy.shutdown(context=ctx)
 
 
 def moving(r: Received) -> bool:
@@ -321,20 +320,10 @@ def test_dry_run_publishes_nothing(ros_safety):
 
 
 PROFILES = {
-    # the arm profile is the node's defaults; 100 ms budget
-    "arm": dict(params={}, obs=OBS_INSIDE, command=(0.5, 0.0, 0.0, 1.0), zero=ZERO),
-    # the car: steer, gas, brake; stop = brake; speed (observation 48) capped at 0.5; 200 ms
-    "car": dict(
-        params=dict(
-            lower=[-1.0, 0.0, 0.0], upper=[1.0, 1.0, 1.0], zero=[0.0, 0.0, 1.0],
-            max_rate=[5.0, 2.0, 10.0], hold_axes=[], watchdog_timeout=0.2,
-            workspace_observation_indices=[48], workspace_lower=[-1.0], workspace_upper=[0.5],
-            workspace_action_axes=[1],
-        ),
-        obs=[0.0] * 48 + [0.1] + [0.0] * 6,
-        command=(0.2, 0.6, 0.0),
-        zero=(0.0, 0.0, 1.0),
-    ),
+    # each robot's limits as its profile ships them: arm 100 ms budget, car 200 ms
+    "arm": dict(params=ARM, obs=OBS_INSIDE, command=(0.5, 0.0, 0.0, 1.0), zero=ZERO),
+    # the car: steer, gas, brake; stop = brake; speed (observation 48, here 0.1) under its cap
+    "car": dict(params=CAR, obs=[0.0] * 48 + [0.1] + [0.0] * 6, command=(0.2, 0.6, 0.0), zero=tuple(CAR["zero"])),
 }  # fmt: skip
 
 
@@ -355,9 +344,7 @@ def safety_process(request, tmp_path):
     rclpy.init(context=ctx)
     fake = make_fake(ctx)
     fake.obs = list(profile["obs"])
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(fake.node)
-    threading.Thread(target=_spin, args=(ex,), daemon=True).start()
+    spinner = NodeSpinner([fake.node], ctx).start()
     try:
         assert wait_until(fake.connected, 30.0), "safety process did not come up"
         yield profile, fake
@@ -368,7 +355,7 @@ def safety_process(request, tmp_path):
         finally:
             if proc.poll() is None:
                 proc.kill()
-        ex.shutdown(timeout_sec=2.0)
+        spinner.stop()
         fake.node.destroy_node()
         rclpy.shutdown(context=ctx)
         log.seek(0)
@@ -383,7 +370,7 @@ def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_prop
     last message sent to the first stop command received is the stop delay."""
     profile, fake = safety_process
     zero, command = profile["zero"], profile["command"]
-    budget = float(profile["params"].get("watchdog_timeout", DEFAULTS["watchdog_timeout"]))
+    budget = float(profile["params"]["watchdog_timeout"])
     assert fake.call(fake.confirm).success
     delays = []
     for trial in tqdm(range(100), desc="watchdog trials", leave=False):
@@ -451,23 +438,30 @@ def test_fuzzer_never_crashes_and_never_exceeds_bounds(ros_safety):
 def test_declares_every_parameter_with_a_description_and_rejects_bad_limits(ros_safety):
     safety, _ = ros_safety
     names = set(safety.list_parameters([], 0).names)
-    assert set(DEFAULTS) <= names
-    for desc in safety.describe_parameters(list(DEFAULTS)):
+    assert set(PARAMETERS) <= names
+    for desc in safety.describe_parameters(list(PARAMETERS)):
         assert desc.description
+    assert safety.describe_parameter("watchdog_period").read_only, "the timer period is fixed at start"
+    assert not safety.describe_parameter("lower").read_only
     result = safety.set_parameters([Parameter("lower", value=[2.0, 0.0, 0.0, 0.0])])[0]
     assert not result.successful and "lower" in result.reason
+    assert safety.filter.config.lower == tuple(ARM["lower"]), "a refused change leaves the old limits"
     result = safety.set_parameters([Parameter("watchdog_timeout", value=0.2)])[0]
     assert result.successful and safety.filter.config.watchdog_timeout == 0.2
+    result = safety.set_parameters([Parameter("watchdog_period", value=0.02)])[0]
+    assert not result.successful
 
 
-def test_main_shuts_down_cleanly_on_external_shutdown():
+def test_main_shuts_down_cleanly_on_external_shutdown(tmp_path):
     """`main` spins the real node until the context shuts down, then destroys it."""
     from refine_ros.nodes import safety_node
 
     done = threading.Event()
+    params = tmp_path / "safety.yaml"
+    params.write_text(yaml.safe_dump({"safety_main_test": {"ros__parameters": ARM}}))
 
     def run():
-        safety_node.main(args=["--ros-args", "-r", "__node:=safety_main_test"])
+        safety_node.main(args=["--ros-args", "-r", "__node:=safety_main_test", "--params-file", str(params)])
         done.set()
 
     thread = threading.Thread(target=run, daemon=True)
@@ -493,12 +487,30 @@ def test_main_shuts_down_cleanly_on_external_shutdown():
     assert done.wait(5.0), "main did not return after shutdown"
 
 
-def test_main_refuses_to_start_with_inconsistent_limits():
-    proc = subprocess.run(
-        [sys.executable, "-m", "refine_ros.nodes.safety_node", "--ros-args",
-         "-r", "__node:=bad_limits", "-p", "lower:=[2.0, 0.0, 0.0, 0.0]"],
+def _safety_process(tmp_path, params: dict, name: str) -> subprocess.CompletedProcess:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({name: {"ros__parameters": params}}))
+    return subprocess.run(
+        [sys.executable, "-m", "refine_ros.nodes.safety_node", "--ros-args", "-r", f"__node:={name}",
+         "--params-file", str(path)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def test_main_refuses_to_start_with_inconsistent_limits(tmp_path):
+    proc = _safety_process(tmp_path, {**ARM, "lower": [2.0, 0.0, 0.0, 0.0]}, "bad_limits")
     assert proc.returncode == 2, proc.stderr
     assert "invalid safety limits" in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_main_refuses_to_start_without_the_robots_limits(tmp_path):
+    """No silent default for a robot's limits: the profile is the one place they are set, and
+    a safety node started without them names every one that is missing."""
+    required = sorted(name for name, p in PARAMETERS.items() if p.required)
+    assert set(required) == set(ARM) - {"teleop_hold", "require_confirmation"} and set(required) <= set(CAR)
+    proc = _safety_process(tmp_path, {k: v for k, v in ARM.items() if not k.startswith("workspace_")}, "no_box")
+    text = proc.stderr + proc.stdout
+    assert proc.returncode == 2, text
+    assert "workspace_observation_indices, workspace_lower, workspace_upper, workspace_action_axes" in text
+    assert "Traceback" not in text and "have no default" in text

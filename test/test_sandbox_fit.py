@@ -105,6 +105,47 @@ def test_program_that_hangs_is_timed_out(car):
     assert fit(starter_program("car_racing"), car[1]).ok
 
 
+def _with_forward_prelude(line: str) -> str:
+    source = starter_program("car_racing")
+    head = "def forward(self, tiles, indicators):"
+    assert head in source
+    return source.replace(head, f"{head}\n        {line}", 1)
+
+
+def test_a_forward_that_never_returns_is_refused_by_the_validation_phase(car, record_property):
+    """Not after the fit's long wall-clock limit: within the validation phase's deadline, well
+    under 30 s, saying which phase stopped and why."""
+    import time
+
+    source = _with_forward_prelude("while True:\n            pass")
+    started = time.monotonic()
+    result = fit(source, car[1], limits=Limits(wall_s=600.0))
+    took = time.monotonic() - started
+    record_property("hanging_forward_refused_s", round(took, 2))
+    assert result.status == "timeout" and result.phase == "validation", result.error
+    assert result.error.startswith("validation phase:") and "never returns" in result.error
+    assert "long fit was not started" in result.error
+    assert took < 30.0, took
+    assert fit(starter_program("car_racing"), car[1]).ok
+
+
+def test_a_fit_that_cannot_end_within_its_limit_is_refused_after_two_epochs(car):
+    """The two timed epochs of the validation phase show the least time early stopping needs;
+    a program too slow for the limit is refused then, not killed at the end of it."""
+    import time
+
+    source = _with_forward_prelude("torch.linalg.svd(torch.ones(300, 300))")
+    started = time.monotonic()
+    result = fit_in_sandbox(source, "car_racing", car[1].inputs, car[1].actions,
+                            {**IL, "max_epochs": 1000, "patience": 1000}, timeout_s=30.0)
+    assert time.monotonic() - started < 25.0
+    assert result.status == "fit_error" and result.phase == "validation", result.error
+    assert "at least 1000 epochs" in result.error and "30 s limit" in result.error
+    quick = fit(starter_program("car_racing"), car[1])
+    assert quick.ok and quick.phase is None and quick.result.checkpoint_reached is True
+    assert "checkpoint" not in quick.result.stdout, "the phase marker is not the program's output"
+
+
 def test_bad_config_and_task_are_typed(car):
     demo = car[1]
     bad_key = fit_in_sandbox(starter_program("car_racing"), "car_racing", demo.inputs,

@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from refine_core.store.records import best_committed_round
-
 from refine_core.store import SCHEMA_VERSION, RunDatabase, RunDatabaseError, SchemaVersionError
 from refine_core.store.bench import bench_sqlite, step_frame
+from refine_core.store.records import best_committed_round
 
 
 @pytest.fixture
@@ -77,9 +76,11 @@ def test_demonstration_arrays_round_trip_exactly(db):
     actions = rng.uniform(-1, 1, (50, 3)).astype(np.float32)
     rewards = rng.standard_normal(50)
     db.save_demonstration(run_id, task="car_racing", seed=0, inputs=inputs, actions=actions,
-                          rewards=rewards, summary={"return": 1.5, "metric": 1.5, "success": 1.0})
+                          rewards=rewards, summary={"return": 1.5, "metric": 1.5, "success": 1.0},
+                          source="teleop (car_sim)", label="wide line", columns=["a", "b"])
     row = db.load_demonstration(run_id)
     assert row["seed"] == 0 and row["steps"] == 50 and row["return"] == 1.5
+    assert (row["source"], row["label"], row["columns"]) == ("teleop (car_sim)", "wide line", ["a", "b"])
     for name, value in inputs.items():
         assert row["inputs"][name].dtype == value.dtype
         np.testing.assert_array_equal(row["inputs"][name], value)
@@ -91,7 +92,35 @@ def test_object_arrays_are_refused(db):
     run_id = db.create_run("x")
     with pytest.raises(TypeError, match="object"):
         db.save_demonstration(run_id, task="x", seed=0, inputs={"a": np.array([object()])},
-                              actions=np.zeros((1, 1)), rewards=np.zeros(1), summary={})
+                              actions=np.zeros((1, 1)), rewards=np.zeros(1), summary={}, source="test")
+
+
+def test_a_demonstration_must_say_where_it_came_from(db):
+    run_id = db.create_run("x")
+    with pytest.raises(ValueError, match="source"):
+        db.save_demonstration(run_id, task="x", seed=0, inputs={"a": np.zeros((2, 1))},
+                              actions=np.zeros((2, 1)), rewards=np.zeros(2), summary={}, source=" ")
+    assert db.load_demonstration(run_id) is None
+
+
+def test_version_1_databases_gain_the_demonstration_source(tmp_path):
+    """A database written before demonstrations had a source holds only the simulated
+    expert's (nothing else could record one): the migration says so, and the version moves."""
+    from refine_core.store.schema import SCHEMA_VERSION, SIMULATED_EXPERT
+
+    path = tmp_path / "old.db"
+    with RunDatabase(path) as db:
+        run_id = db.create_run("x")
+        db.save_demonstration(run_id, task="x", seed=3, inputs={"a": np.zeros((2, 1))}, actions=np.zeros((2, 1)),
+                              rewards=np.zeros(2), summary={}, source="placeholder")
+        for column in ("source", "label", "columns"):  # what version 1 looked like
+            db.conn.execute(f"ALTER TABLE demonstrations DROP COLUMN {column}")
+        db.conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.conn.commit()
+    with RunDatabase(path) as db:
+        assert db.schema_version == SCHEMA_VERSION == 2
+        row = db.load_demonstration(run_id)
+        assert row["source"] == SIMULATED_EXPERT and row["seed"] == 3 and row["columns"] is None
 
 
 def test_steps_round_trip_keeps_values_and_dtypes(db):

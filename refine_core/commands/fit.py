@@ -59,6 +59,7 @@ def read_program(path_text: str, task_name: str) -> tuple[str, str]:
 
 
 def run(args) -> int:
+    from refine_core.backends import check_demonstration
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.contract import validate_policy
     from refine_core.rollout.demo import Demonstration, DemonstrationError
@@ -71,7 +72,11 @@ def run(args) -> int:
         try:
             demo = Demonstration.load(db, run_row["id"])
         except DemonstrationError as exc:
-            raise UserError(f"{exc}; record one first (refine record)") from None
+            raise UserError(f"{exc}; record one first (refine record in simulation, or by teleoperation: "
+                            "refine up <profile>_record_demo)") from None
+        problem = check_demonstration(task, demo)
+        if problem:
+            raise UserError(f"the run's demonstration cannot be fitted: {problem}")
         config = {"seed": args.seed, **({} if args.max_epochs is None else {"max_epochs": args.max_epochs})}
         start = time.perf_counter()
         # The program is checked statically here, then built, validated and fitted in the
@@ -96,7 +101,7 @@ def run(args) -> int:
             )
             db.log_event(run_row["id"], number, "fit", f"fitted {label}",
                          {"best_val_nll": report.get("best_val_nll"), "epochs": report.get("epochs")})
-        print(f"round {number}: fitted {label} on {demo.steps} demonstration steps in {fit_s:.1f} s "
+        print(f"round {number}: fitted {label} on {demo.steps} steps of the {demo.source} demonstration in {fit_s:.1f} s "
               f"(sandboxed, {fit.result.isolation}); val NLL {report.get('initial_val_nll', float('nan')):.3f} -> "
               f"{report.get('best_val_nll', float('nan')):.3f} (best epoch {report.get('best_epoch')} of "
               f"{report.get('epochs')}); {len(schema.weights)} weights, {len(schema.latents)} latents")

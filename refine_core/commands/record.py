@@ -1,4 +1,6 @@
-"""`refine record`: record the expert demonstration a run fits every program to."""
+"""`refine record`: record the simulated expert's demonstration a run fits every program to
+(its `source` says so: a robot profile never fits it; robots record by teleoperation, see
+`refine up <profile>_record_demo`)."""
 
 from __future__ import annotations
 
@@ -48,11 +50,11 @@ def run(args) -> int:
             run_id = run_row["id"] if run_row else db.create_run(
                 spec.name, config={"demo_seed": demo.seed}, status="recorded")
             demo.save(db, run_id)
-            db.log_event(run_id, None, "demonstration", f"expert demonstration on seed {demo.seed}",
-                         {"steps": demo.steps, **demo.summary})
+            db.log_event(run_id, None, "demonstration", f"{demo.source} demonstration on seed {demo.seed}",
+                         {"steps": demo.steps, "source": demo.source, **demo.summary})
         s = demo.summary
         metric = "" if spec.metric.name == "return" else f", {spec.metric.name} {s['metric']:.4g}"
-        print(f"recorded {spec.name} demonstration: seed {demo.seed}, {demo.steps} steps, "
+        print(f"recorded {spec.name} demonstration ({demo.source}): seed {demo.seed}, {demo.steps} steps, "
               f"return {s['return']:.1f}{metric}, success {int(s['success'])} "
               f"-> {db.path} (run {run_id})")
     return 0

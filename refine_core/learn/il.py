@@ -13,7 +13,7 @@ import copy
 import math
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -111,6 +111,7 @@ def fit_il(
     config: ILConfig | None = None,
     *,
     spec: TaskSpec | None = None,
+    after_epoch: Callable[[int, float], None] | None = None,
 ) -> FitReport:
     """Fit `policy` in place to (inputs, actions) and return the report.
 
@@ -118,6 +119,9 @@ def fit_il(
     `spec.inputs` order when `spec` is given (which also checks shapes), else in mapping order.
     A policy with `set_input_stats(mean, std)` first receives per-coordinate statistics of the
     flattened, concatenated training inputs (NaN ignored; near-constant coordinates get std 1).
+    `after_epoch(epoch, seconds)` hears about every finished epoch with the seconds since the
+    fit started (the sandbox's validation phase ends after the first); an exception it raises
+    ends the fit.
     """
     config = config or ILConfig()
     start = time.perf_counter()
@@ -134,7 +138,8 @@ def fit_il(
         torch.set_num_threads(config.num_threads)
     try:
         policy.train()
-        report = _fit(policy, train, y_train, val, y_val, config)
+        report = _fit(policy, train, y_train, val, y_val, config,
+                      after_epoch and (lambda epoch: after_epoch(epoch, time.perf_counter() - start)))
     finally:
         torch.set_num_threads(threads)
         policy.train(was_training)
@@ -143,7 +148,8 @@ def fit_il(
     return report
 
 
-def _fit(policy, train, y_train, val, y_val, config: ILConfig) -> FitReport:
+def _fit(policy, train, y_train, val, y_val, config: ILConfig,
+         after_epoch: Callable[[int], None] | None = None) -> FitReport:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         if callable(getattr(policy, "set_input_stats", None)):
@@ -191,6 +197,8 @@ def _fit(policy, train, y_train, val, y_val, config: ILConfig) -> FitReport:
             else:
                 since_best += 1
             bar.set_postfix(train=f"{train_nll:.3f}", val=f"{val_nll:.3f}", refresh=False)
+            if after_epoch is not None:
+                after_epoch(epoch)
             if since_best >= config.patience:
                 stopped_early = True
                 break

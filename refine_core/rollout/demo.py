@@ -1,12 +1,19 @@
-"""The one expert demonstration every fit in a run uses.
+"""The one demonstration every fit in a run uses.
 
 Kept as arrays the fit consumes directly (`inputs` keyed like the policy's forward arguments,
 `actions` as executed) plus the same step table a policy rollout produces, so diagnostics can
 compare a rollout with the demonstration column for column.
+
+Two kinds exist and each says so in `source`: the task's scripted expert in simulation
+(`record_demonstration`, `SIMULATED_EXPERT`), or an operator driving a robot or a simulator
+through ROS (`recorded_demonstration`, `teleop_source(robot)`). A robot must only ever be
+fitted to a demonstration recorded on it, so the source travels with the arrays.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,12 +22,28 @@ import pandas as pd
 
 from refine_core.rollout.runner import run_episode
 from refine_core.rollout.schema import RolloutSchema
+from refine_core.rollout.table import TableBuilder
 from refine_core.store.db import RunDatabase
+from refine_core.store.schema import SIMULATED_EXPERT
 from refine_core.tasks.base import Task
+from refine_core.tasks.spec import TaskSpec
+
+__all__ = ["SIMULATED_EXPERT", "Demonstration", "DemonstrationError", "record_demonstration",
+           "recorded_demonstration", "teleop_source"]
 
 
 class DemonstrationError(RuntimeError):
-    """The expert episode could not be recorded or a stored one is unusable."""
+    """No usable demonstration: none recorded, a failed recording, or a stored one that does
+    not fit the task."""
+
+
+def teleop_source(robot: str) -> str:
+    """The `source` of a demonstration an operator drove on `robot` (a profile's robot name,
+    e.g. `arm_real`, or a simulator profile such as `door_sim`)."""
+    robot = str(robot).strip()
+    if not robot:
+        raise ValueError("a teleoperated demonstration needs the name of the robot it was recorded on")
+    return f"teleop ({robot})"
 
 
 @dataclass
@@ -32,9 +55,16 @@ class Demonstration:
     actions: np.ndarray
     """Executed (clipped) expert actions, (T, A), float32."""
     rewards: np.ndarray
-    """(T,), float64."""
+    """(T,), float64 (NaN where nothing measured a reward: a robot)."""
+    source: str
+    """Who drove: `SIMULATED_EXPERT`, or `teleop_source(robot)`."""
     summary: dict[str, Any] = field(default_factory=dict)
     table: pd.DataFrame | None = field(default=None, repr=False)
+    label: str | None = None
+    """The operator's note about a teleoperated demonstration."""
+    columns: tuple[str, ...] | None = None
+    """The observation columns the inputs were built from, in order (None: not recorded, a
+    database from before schema version 2)."""
 
     @property
     def steps(self) -> int:
@@ -44,7 +74,8 @@ class Demonstration:
         """Store (or replace) the run's demonstration, arrays and step table together."""
         return db.save_demonstration(
             run_id, task=self.task, seed=self.seed, inputs=self.inputs, actions=self.actions,
-            rewards=self.rewards, summary=self.summary, table=self.table,
+            rewards=self.rewards, summary=self.summary, source=self.source, label=self.label,
+            columns=self.columns, table=self.table,
         )
 
     @classmethod
@@ -53,11 +84,18 @@ class Demonstration:
         if row is None:
             raise DemonstrationError(f"run {run_id} has no demonstration")
         table = db.load_steps(run_id, kind="demo")
+        columns = row.get("columns")
         return cls(
             task=row["task"], seed=int(row["seed"]), inputs=row["inputs"],
-            actions=row["actions"], rewards=row["rewards"], summary=row["summary"] or {},
-            table=table if len(table) else None,
+            actions=row["actions"], rewards=row["rewards"], source=row.get("source") or SIMULATED_EXPERT,
+            summary=row["summary"] or {}, table=table if len(table) else None, label=row.get("label"),
+            columns=None if columns is None else tuple(columns),
         )
+
+    @property
+    def simulated_expert(self) -> bool:
+        return self.source == SIMULATED_EXPERT
+
 
 
 def record_demonstration(
@@ -75,15 +113,69 @@ def record_demonstration(
     if len(table) == 0:
         raise DemonstrationError(f"expert episode on seed {seed} has no steps")
     spec = task.spec
-    # The forward inputs come straight from the table's observation columns, which hold every
-    # input coordinate in row-major order (InputSpec.columns).
-    inputs = {
-        inp.name: table[list(inp.columns)].to_numpy(np.float32).reshape(len(table), *inp.shape)
-        for inp in spec.inputs
-    }
-    actions = table[RolloutSchema.for_task(spec).act()].to_numpy(np.float32)
-    rewards = table["reward"].to_numpy(np.float64)
     return Demonstration(
-        task=spec.name, seed=seed, inputs=inputs, actions=actions, rewards=rewards,
-        summary=result.summary, table=table,
+        task=spec.name, seed=seed, inputs=_inputs(spec, table),
+        actions=table[RolloutSchema.for_task(spec).act()].to_numpy(np.float32),
+        rewards=table["reward"].to_numpy(np.float64), source=SIMULATED_EXPERT, summary=result.summary,
+        table=table, columns=tuple(spec.observation_columns),
     )
+
+
+def _inputs(spec: TaskSpec, table: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The forward inputs, straight from the table's observation columns, which hold every
+    input coordinate in row-major order (InputSpec.columns)."""
+    return {inp.name: table[list(inp.columns)].to_numpy(np.float32).reshape(len(table), *inp.shape)
+            for inp in spec.inputs}
+
+
+def recorded_demonstration(
+    task: Task, observations: np.ndarray, actions: np.ndarray, *, source: str,
+    columns: Sequence[str], rewards: np.ndarray | None = None, seed: int = -1,
+    summary: dict[str, Any] | None = None, label: str | None = None,
+) -> Demonstration:
+    """A demonstration an operator drove: `observations` (T or T + 1 rows, the last one being
+    the state after the last action) in the order `columns` names them, `actions` (T, A) as
+    the robot executed them. `columns` must be the task's observation columns in the task's
+    order, because a fitted program reads its inputs by position; `seed` -1 means a physical
+    scene (no simulator seed). Raises DemonstrationError for anything a fit could not use."""
+    spec = task.spec
+    if tuple(columns) != tuple(spec.observation_columns):
+        raise DemonstrationError(_column_mismatch(tuple(columns), tuple(spec.observation_columns)))
+    obs = np.asarray(observations, dtype=np.float64)
+    act = np.asarray(actions, dtype=np.float64)
+    steps = len(act)
+    if act.ndim != 2 or act.shape[1] != len(spec.actions):
+        raise DemonstrationError(f"actions have shape {act.shape}; {spec.name} has {len(spec.actions)} actions")
+    if obs.ndim != 2 or obs.shape[1] != len(columns) or len(obs) not in (steps, steps + 1):
+        raise DemonstrationError(f"observations have shape {obs.shape}; need ({steps} or {steps + 1}, "
+                                 f"{len(columns)}) for {steps} actions")
+    if steps < 2:
+        raise DemonstrationError(f"a demonstration needs at least 2 steps, got {steps}")
+    for name, values in (("observation", obs), ("action", act)):
+        bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+        if bad.size:
+            raise DemonstrationError(f"step {int(bad[0])} has a non-finite {name}")
+    reward = np.full(steps, np.nan) if rewards is None else np.asarray(rewards, dtype=np.float64)
+    if reward.shape != (steps,):
+        raise DemonstrationError(f"rewards have shape {reward.shape}, need ({steps},)")
+    builder = TableBuilder(spec, {"kind": "demo", "episode": 0, "seed": int(seed)})
+    zero = np.zeros(len(spec.actions))
+    for t in range(len(obs)):
+        builder.observe(dict(zip(columns, obs[t], strict=True)))
+        if t < steps:
+            builder.step(info={}, mean=act[t], std=zero, act=act[t], expert=None, reward=float(reward[t]),
+                         done=t == steps - 1)
+    table = builder.build()
+    total = float(np.nansum(reward)) if np.isfinite(reward).any() else math.nan
+    summary = {"return": total, "metric": math.nan, "success": math.nan, **(summary or {}), "steps": steps}
+    return Demonstration(task=spec.name, seed=int(seed), inputs=_inputs(spec, table),
+                         actions=act.astype(np.float32), rewards=reward, source=source, summary=summary,
+                         table=table, label=label, columns=tuple(columns))
+
+
+def _column_mismatch(got: tuple[str, ...], want: tuple[str, ...]) -> str:
+    if len(got) != len(want):
+        return f"the observation has {len(got)} columns, the task needs {len(want)}"
+    first = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+    return (f"observation column {first} is {got[first]!r}, the task needs {want[first]!r} "
+            "(the robot's observation must use the task's column order)")

@@ -5,6 +5,11 @@ does: it only runs the static check (cheap, refuses the obvious before a process
 then hands source text, demonstration arrays and the IL config to the sandbox and takes back
 plain data. Weights come back as an .npz loaded with ``allow_pickle=False`` (arrays only,
 never code), the report as JSON.
+
+The fit has a validation phase with its own short deadline (`FIT_VALIDATION_S`): building the
+program, the contract check and the first two epochs must finish within it, and those epochs
+must show the fit can end within its limit. A `forward` that never returns is thus refused
+in seconds, with the phase and the reason, instead of after the fit's whole wall-clock limit.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ from refine_core.sandbox.limits import Limits, SandboxResult
 from refine_core.sandbox.runner import SandboxConfigError, run_script, with_timeout
 
 FIT_LIMITS = Limits(wall_s=600.0, cpu_s=1200, memory_bytes=6 * 1024**3)
+FIT_VALIDATION_S = 20.0
+"""Seconds (from the sandbox's start, torch import included) for the validation phase: build,
+contract check and two epochs. About 2 s on an idle 2-core machine for the bundled programs;
+the margin is for a loaded one. A program stuck in `forward` is refused within this."""
+PHASES = ("validation", "fit")
 PRELOAD = ("numpy", "torch", "refine_core.policy.contract", "refine_core.learn.il",
            "refine_core.tasks.registry")
 _WORKER = Path(__file__).with_name("fit_worker.py")
@@ -40,6 +50,9 @@ class SandboxFit:
     error_type: str | None = None
     rule: str | None = None
     result: SandboxResult = field(default_factory=lambda: SandboxResult(status="refused"))
+    phase: str | None = None
+    """Where a failed fit stopped: "validation" (build, contract check, first epochs, under
+    the short deadline) or "fit" (the long fit); None when it succeeded."""
 
     @property
     def ok(self) -> bool:
@@ -79,11 +92,13 @@ def fit_in_sandbox(
     *,
     allow_weak_isolation: bool = False,
     timeout_s: float | None = None,
+    validation_s: float | None = FIT_VALIDATION_S,
 ) -> SandboxFit:
     """Statically check, then build and fit `source` for `task_name` in the sandbox.
 
     `il_config` holds `ILConfig` fields (an `ILConfig` itself is accepted too); `timeout_s`
-    overrides `limits.wall_s`.
+    overrides `limits.wall_s`; `validation_s` is the validation phase's deadline (None: one
+    deadline for everything, as before).
     """
     if not isinstance(source, str):
         raise SandboxConfigError(f"source must be a string, got {type(source).__name__}")
@@ -97,10 +112,10 @@ def fit_in_sandbox(
         name, message, rule = refused
         return SandboxFit(
             status="contract_error", error=message, error_type=name, rule=rule,
-            result=SandboxResult(status="refused", message=f"static check: {message}"),
+            result=SandboxResult(status="refused", message=f"static check: {message}"), phase="validation",
         )
     try:
-        job_json = json.dumps({"task": task_name, "il_config": il_config})
+        job_json = json.dumps({"task": task_name, "il_config": il_config, "budget_s": limits.wall_s})
     except (TypeError, ValueError) as exc:
         raise SandboxConfigError(f"il_config must be JSON-serialisable: {exc}") from None
     arrays = {"actions": np.asarray(demo_actions)}
@@ -116,27 +131,35 @@ def fit_in_sandbox(
         paths["program.py"].write_text(source, encoding="utf-8")
         np.savez(paths["demo.npz"], **arrays)
         script = _WORKER.read_text(encoding="utf-8") + "\nmain(INPUTS_DIR, OUT_DIR)\n"
-        result = run_script(script, inputs=paths, limits=limits,
+        checkpoint = validation_s if validation_s is not None and validation_s < limits.wall_s else None
+        result = run_script(script, inputs=paths, limits=limits, checkpoint_s=checkpoint,
                             allow_weak_isolation=allow_weak_isolation, preload=PRELOAD)
-    return _interpret(result)
+    return _interpret(result, checkpoint)
 
 
-def _interpret(result: SandboxResult) -> SandboxFit:
+def _interpret(result: SandboxResult, checkpoint: float | None = None) -> SandboxFit:
     raw = result.outputs.get("report.json")
+    phase = "validation" if result.checkpoint_reached is False else "fit"
     if result.status != "ok" or raw is None:
-        why = result.message or f"the fit worker did not report (status {result.status})"
+        if result.status == "timeout" and result.checkpoint_reached is False:
+            why = (f"validation phase: building the program, checking it and its first two training epochs did "
+                   f"not finish within {checkpoint:g} s (a forward pass that never returns, or one far too slow "
+                   "to fit); the long fit was not started")
+        else:
+            why = f"{phase} phase: " + (result.message or f"the fit worker did not report (status {result.status})")
         tail = result.stderr_tail.strip().splitlines()[-1:] if result.stderr_tail else []
         return SandboxFit(status=result.status if result.status != "ok" else "error",
-                          error="; ".join([why, *tail]), result=result)
+                          error="; ".join([why, *tail]), result=result, phase=phase)
     try:
         payload = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        return SandboxFit(status="error", error=f"unreadable fit report: {exc}", result=result)
+        return SandboxFit(status="error", error=f"unreadable fit report: {exc}", result=result, phase=phase)
     if not payload.get("ok"):
-        status = "contract_error" if payload.get("stage") == "build" else "fit_error"
+        stage = payload.get("stage")
+        status = "contract_error" if stage == "build" else "fit_error"
         return SandboxFit(status=status, error=payload.get("message"),
                           error_type=payload.get("error_type"), rule=payload.get("rule"),
-                          result=result)
+                          result=result, phase="validation" if stage in ("build", "validate") else phase)
     try:
         weights = _load_weights(result.outputs["weights.npz"])
     except (KeyError, ValueError, OSError) as exc:

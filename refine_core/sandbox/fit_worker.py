@@ -4,6 +4,13 @@ It builds the untrusted program (which executes the program's code, under the gu
 seccomp filter), fits it to the demonstration and writes back only plain data: a JSON report
 and the weights as an .npz of numeric arrays. Contract and fit failures are caught here and
 reported by type name, so the parent can route them back to the analyst as typed errors.
+
+Two phases, because a program whose forward never returns must be refused in seconds, not at
+the end of the fit's long wall-clock limit: the validation phase (build, contract check, the
+first two epochs, timed) runs under the parent's short checkpoint deadline; once the two
+epochs show the fit can finish within its limit, the worker prints the checkpoint marker and
+the parent grants the full limit. A fit that would need longer than its limit (at the very
+least `patience` epochs before early stopping can end it) is refused right there.
 """
 
 from __future__ import annotations
@@ -20,7 +27,41 @@ def _write_report(out_dir: str, report: dict) -> None:
         json.dump(report, handle)
 
 
+class _TooSlow(Exception):
+    """The first epochs show the fit cannot end within its wall-clock limit."""
+
+
+def _pace(config, budget_s: float, started: float):
+    """The `after_epoch` hook of the validation phase: after epoch 2, compare the least time
+    the fit can take with its budget, then print the checkpoint marker (the parent then
+    grants the full budget)."""
+    import time
+
+    from refine_core.sandbox.limits import CHECKPOINT
+
+    first: list[float] = []
+
+    def after_epoch(epoch: int, seconds: float) -> None:
+        if epoch == 1:
+            first.append(seconds)
+        elif epoch == 2:
+            per_epoch = seconds - first[0]
+            least = min(config.max_epochs, config.patience)  # early stopping cannot end sooner
+            need = time.monotonic() - started + (least - epoch) * per_epoch
+            if need > budget_s:
+                raise _TooSlow(
+                    f"validation phase: one training epoch on the demonstration takes {per_epoch:.3g} s, and "
+                    f"early stopping needs at least {least} epochs, about {need:.0f} s in all, more than the "
+                    f"fit's {budget_s:g} s limit; make the forward pass cheaper")
+            print(CHECKPOINT, flush=True)
+
+    return after_epoch
+
+
 def main(inputs_dir: str, out_dir: str) -> None:
+    import time
+
+    started = time.monotonic()
     from refine_core.learn.il import FitError, ILConfig, fit_il
     from refine_core.policy.contract import build_policy, validate_policy
     from refine_core.policy.errors import ContractError
@@ -37,11 +78,17 @@ def main(inputs_dir: str, out_dir: str) -> None:
         spec = get_task(job["task"]).spec
         config = ILConfig(**job["il_config"])
         policy = build_policy(source, spec)
-        fit = fit_il(policy, inputs, actions, config, spec=spec)
+        budget = float(job.get("budget_s") or 0.0)
+        pace = _pace(config, budget, started) if budget > 0 else None
+        fit = fit_il(policy, inputs, actions, config, spec=spec, after_epoch=pace)
         schema = validate_policy(policy, spec)
     except ContractError as exc:
         _write_report(out_dir, {"ok": False, "stage": "build", "error_type": type(exc).__name__,
                                 "rule": getattr(exc, "rule", None), "message": str(exc)})
+        return
+    except _TooSlow as exc:
+        _write_report(out_dir, {"ok": False, "stage": "validate", "error_type": "FitTooSlow",
+                                "rule": None, "message": str(exc)})
         return
     except (FitError, ValueError, TypeError, RuntimeError, ArithmeticError) as exc:
         _write_report(out_dir, {"ok": False, "stage": "fit", "error_type": type(exc).__name__,

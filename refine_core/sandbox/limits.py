@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 STATUSES = ("ok", "error", "timeout", "killed", "refused")
+CHECKPOINT = "@@refine-sandbox-checkpoint@@"
+"""A line a script prints when its first phase is over (`run_script(checkpoint_s=...)`)."""
 ISOLATIONS = ("namespaces", "weak", "none")
 
 _MIB = 1024 * 1024
@@ -71,6 +73,9 @@ class SandboxResult:
     message: str = ""
     refusals: list[str] = field(default_factory=list)
     stdout_truncated: bool = False
+    checkpoint_reached: bool | None = None
+    """With a checkpoint deadline (`run_script(checkpoint_s=...)`): whether the script printed
+    `CHECKPOINT` before it; None when no checkpoint was asked for."""
 
     @property
     def ok(self) -> bool:

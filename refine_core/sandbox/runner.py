@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from refine_core.sandbox import bwrap
-from refine_core.sandbox.limits import Limits, SandboxResult
+from refine_core.sandbox.limits import CHECKPOINT, Limits, SandboxResult
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 REQUIRE_ENV = "REFINE_REQUIRE_SANDBOX"
@@ -129,6 +129,7 @@ def run_script(
     preload: tuple[str, ...] = (),
     tables: dict[str, str | None] | None = None,
     timeout_s: float | None = None,
+    checkpoint_s: float | None = None,
     _guard: bool = True,
 ) -> SandboxResult:
     """Run `code` as a script in the sandbox and report what happened.
@@ -138,8 +139,16 @@ def run_script(
     and `tables` are for the diagnostics and fit front-ends; `timeout_s` overrides
     `limits.wall_s`; `_guard=False` exists only so the tests can show the OS layer holds on
     its own.
+
+    `checkpoint_s` splits the wall clock in two phases: until the script prints the line
+    `limits.CHECKPOINT` it has only `checkpoint_s` seconds (from the start, setup included),
+    after it the whole `limits.wall_s`. So a script that hangs early is killed early, not at
+    the end of a long budget meant for the work after its checks. The marker only moves a
+    deadline the parent enforces, and never beyond `wall_s`.
     """
     limits = with_timeout(limits, timeout_s)
+    if checkpoint_s is not None and (isinstance(checkpoint_s, bool) or not checkpoint_s > 0):
+        raise SandboxConfigError(f"checkpoint_s must be a positive number, got {checkpoint_s!r}")
     if not isinstance(code, str):
         raise SandboxConfigError(f"code must be a string, got {type(code).__name__}")
     if mode not in ("script", "diagnostics"):
@@ -168,12 +177,12 @@ def run_script(
     root = Path(tempfile.mkdtemp(prefix="refine-sandbox-"))
     try:
         return _run(code, root, checked_inputs, limits, env, isolation, mode, preload,
-                    tables or {}, _guard)
+                    tables or {}, _guard, checkpoint_s)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guard):
+def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guard, checkpoint_s=None):
     work, job = root / "work", root / "job"
     work.mkdir()
     job.mkdir()
@@ -227,7 +236,7 @@ def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guar
         return _refused(f"could not start the sandbox: {exc}", isolation)
     os.close(status_w)
     try:
-        watch = _watch(proc, status_r, limits, work, start)
+        watch = _watch(proc, status_r, limits, work, start, checkpoint_s)
     finally:
         _kill(proc)
         os.close(status_r)
@@ -247,16 +256,24 @@ class _Watch:
         self.status = bytearray()
         self.timed_out = False
         self.killed_for: str | None = None
+        self.checkpoint_s: float | None = None
+        """The first phase's budget, while the script has not printed CHECKPOINT yet."""
+        self.checkpoint_reached: bool | None = None
 
 
-def _watch(proc, status_r, limits: Limits, work: Path, start: float) -> _Watch:
-    """Pump the pipes until the child exits, enforcing the wall clock and the caps."""
+def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_s: float | None = None) -> _Watch:
+    """Pump the pipes until the child exits, enforcing the wall clock (the checkpoint's, until
+    the script prints it) and the caps."""
     w = _Watch()
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
     sel.register(status_r, selectors.EVENT_READ, "status")
     deadline = start + limits.wall_s
+    marker = CHECKPOINT.encode()
+    if checkpoint_s is not None:
+        w.checkpoint_s, w.checkpoint_reached = float(checkpoint_s), False
+        deadline = start + min(float(checkpoint_s), limits.wall_s)
     next_disk_check = start + 0.5
     open_streams = 3
     while open_streams:
@@ -279,7 +296,11 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float) -> _Watch:
                 continue
             if key.data == "stdout":
                 room = limits.stdout_bytes - len(w.stdout)
+                seen = len(w.stdout)
                 w.stdout += data[:max(room, 0)]
+                if w.checkpoint_reached is False and marker in w.stdout[max(0, seen - len(marker)):]:
+                    w.checkpoint_reached = True
+                    deadline = start + limits.wall_s
                 if len(data) > room:
                     w.stdout_truncated = True
                     w.killed_for = f"printed more than the {limits.stdout_bytes}-byte output cap"
@@ -395,7 +416,9 @@ def _result(proc, w: _Watch, limits: Limits, out_dir: Path, isolation: str, dura
     rc = proc.returncode
     outputs, notes = _collect_outputs(out_dir, limits)
     message = ""
-    if w.timed_out:
+    if w.timed_out and w.checkpoint_reached is False and w.checkpoint_s is not None and w.checkpoint_s < limits.wall_s:
+        status, message = "timeout", f"did not reach its checkpoint within {w.checkpoint_s:g} s; killed"
+    elif w.timed_out:
         status, message = "timeout", f"wall-clock limit of {limits.wall_s:g} s reached; killed"
     elif w.killed_for:
         status, message = "killed", f"killed: {w.killed_for}"
@@ -416,9 +439,12 @@ def _result(proc, w: _Watch, limits: Limits, out_dir: Path, isolation: str, dura
         status, message = "error", f"exited with code {rc}"
     if notes:
         message = "; ".join([m for m in [message] if m] + notes)
+    stdout = bytes(w.stdout).decode("utf-8", "replace")
+    if w.checkpoint_reached:
+        stdout = "\n".join(line for line in stdout.split("\n") if line != CHECKPOINT)
     return SandboxResult(
         status=status,
-        stdout=bytes(w.stdout).decode("utf-8", "replace"),
+        stdout=stdout,
         stderr_tail=bytes(w.stderr_tail).decode("utf-8", "replace"),
         duration_s=round(duration, 4),
         isolation=isolation,
@@ -427,6 +453,7 @@ def _result(proc, w: _Watch, limits: Limits, out_dir: Path, isolation: str, dura
         message=message,
         refusals=refusals,
         stdout_truncated=w.stdout_truncated,
+        checkpoint_reached=w.checkpoint_reached,
     )
 
 

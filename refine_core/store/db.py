@@ -28,7 +28,13 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from refine_core.store.schema import JSON_COLUMNS, SCHEMA_VERSION, STEP_ID_COLUMNS, TABLES
+from refine_core.store.schema import (
+    JSON_COLUMNS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    STEP_ID_COLUMNS,
+    TABLES,
+)
 
 DB_FILENAME = "run.db"
 
@@ -166,6 +172,7 @@ class RunDatabase:
 
     def _ensure_schema(self) -> None:
         meta = self.db["meta"]
+        found = 0
         if meta.exists():
             row = self.conn.execute(
                 "SELECT value FROM meta WHERE key = 'schema_version'"
@@ -189,6 +196,9 @@ class RunDatabase:
                         table.add_column(column, col_type)
                 for index in indexes:
                     table.create_index(list(index), if_not_exists=True)
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                for sql, params in MIGRATIONS.get(version, ()):
+                    self.conn.execute(sql, params)
             self.conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
@@ -330,9 +340,16 @@ class RunDatabase:
         actions: np.ndarray,
         rewards: np.ndarray,
         summary: Mapping[str, Any],
+        source: str,
+        label: str | None = None,
+        columns: Sequence[str] | None = None,
         table: pd.DataFrame | None = None,
     ) -> int:
-        """Store (or replace) the run's demonstration, and its step table as `kind='demo'`."""
+        """Store (or replace) the run's demonstration, and its step table as `kind='demo'`.
+        `source` says who drove (`schema.SIMULATED_EXPERT`, or `teleop (<robot>)`), `label`
+        is the operator's note, `columns` the observation columns the inputs were built from."""
+        if not isinstance(source, str) or not source.strip():
+            raise ValueError("a demonstration needs a source (who drove, on which robot or simulator)")
         arrays = {f"inputs/{name}": value for name, value in inputs.items()}
         arrays["actions"] = np.asarray(actions)
         arrays["rewards"] = np.asarray(rewards)
@@ -344,11 +361,13 @@ class RunDatabase:
                 "metric": _float_or_none(summary.get("metric")),
                 "success": _float_or_none(summary.get("success")),
                 "summary": to_json(dict(summary)), "arrays": encode_arrays(arrays),
-                "created": now(),
+                "created": now(), "source": source, "label": label,
+                "columns": None if columns is None else to_json(list(columns)),
             })
+            self._delete_episode(run_id, None, "demo", 0)  # a replaced demonstration's steps go too
             if table is not None:
                 self.save_episode(
-                    run_id, None, "demo", 0, seed=int(seed), summary=summary, table=table
+                    run_id, None, "demo", 0, seed=int(seed), summary=summary, table=table, label=label
                 )
         return demo_id
 

@@ -8,7 +8,14 @@ Bump `SCHEMA_VERSION` (and add a migration in `db.py`) whenever a fixed table ch
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first schema. 2: `demonstrations` records where a demonstration came from (`source`),
+the operator's `label` and the observation `columns` it was recorded with."""
+
+SIMULATED_EXPERT = "scripted expert (sim)"
+"""`demonstrations.source` of a demonstration the task's scripted expert drove in simulation.
+Schema version 1 had no `source` column and nothing but that expert recorded demonstrations,
+so the migration to version 2 gives every older row this source."""
 
 # table -> (columns {name: type}, primary key, indexes)
 TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
@@ -25,6 +32,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str,
         {
             "id": int, "run_id": int, "task": str, "seed": int, "steps": int, "return": float,
             "metric": float, "success": float, "summary": str, "arrays": bytes, "created": str,
+            "source": str, "label": str, "columns": str,
         },
         "id",
         (("run_id",),),
@@ -99,11 +107,17 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str,
 # Columns holding JSON text, decoded by the readers.
 JSON_COLUMNS = {
     "runs": ("config",),
-    "demonstrations": ("summary",),
+    "demonstrations": ("summary", "columns"),
     "rounds": ("fit_report", "info_schema", "metrics", "timings"),
     "episodes": ("summary", "columns"),
     "events": ("data",),
     "rl_updates": ("params", "record"),
+}
+
+# version -> statements that bring a database of the previous version up to it (after the
+# missing columns were added); each runs once, in the transaction that sets the new version.
+MIGRATIONS: dict[int, tuple[tuple[str, tuple], ...]] = {
+    2: (("UPDATE demonstrations SET source = ? WHERE source IS NULL", (SIMULATED_EXPERT,)),),
 }
 
 ROUND_STATUSES = ("committed", "failed", "running")

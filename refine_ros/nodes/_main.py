@@ -5,7 +5,10 @@ both send) and SIGTERM are a normal end: the node is destroyed first, while its 
 valid, so worker threads finish what they were publishing and the logger flushes; only then is
 the context shut down. rclpy's own signal handlers would shut the context down first, and every
 publish from a worker thread after that is an `RCLError` traceback; so they are not installed,
-and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`.
+and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`. A node
+that refuses to start (`StartRefused`: a robot-specific parameter the profile must set,
+inconsistent safety limits, no demonstration recorded on the robot) ends its process with one
+line on the log and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ import time
 from collections.abc import Callable
 
 import rclpy
+import rclpy.logging
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from refine_ros.params import StartRefused
+
+EXIT_REFUSED = 2
 SPIN_SLICE_S = 0.1
 """Longest time the main thread waits in the executor before it looks at signals again."""
+__all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node"]
 
 
 def _stop_on_signal(signum: int, _frame) -> None:
@@ -43,10 +51,15 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     if handles_signals:
         previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    node = None
+    node = spinner = refused = None
     try:
         spinner = executor()  # first: a Ctrl-C must not land in its constructor
-        node = factory()
+        try:
+            node = factory()
+        except StartRefused as exc:
+            refused = exc
+            rclpy.logging.get_logger(getattr(factory, "__name__", "node")).fatal(str(exc))
+            return
         spinner.add_node(node)
         # The imports (torch, MuJoCo, ...) leave a large heap; a full garbage collection over it
         # held a node up for 100-250 ms. Frozen, it is never scanned again, so the control path's
@@ -63,9 +76,13 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     finally:
         if handles_signals:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing may interrupt the cleanup below
+        if spinner is not None:
+            spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
         if handles_signals:
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
+        if refused is not None:
+            raise SystemExit(EXIT_REFUSED)

@@ -24,7 +24,7 @@ from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Param, declare_parameters
+from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 
 # The simulator's column order is the contract the fitted programs were trained on, so the
 # bridge takes it from the task spec instead of spelling it again.
@@ -46,23 +46,30 @@ def door_observation(current: np.ndarray, previous: np.ndarray, target_xyz: np.n
     return np.concatenate([current, previous, np.asarray(target_xyz, dtype=float)])
 
 
+# Topics, the target mode and the rate shape the node at start (read-only); the scales can be
+# tuned while it runs. `max_speed` belongs to the arm: the profile sets it (no code default).
+_LIVE = {"read_only": False}
 PARAMETERS: dict[str, Param] = {
-    "servo_topic": Param("/servo_node/delta_twist_cmds", "TwistStamped command topic of the servo controller", read_only=False),
-    "frame_id": Param("base_link", "frame of the twist commands and of the pose inputs", read_only=False),
-    "max_speed": Param(0.1, "m/s commanded for a unit action delta", (0.0, 1.0), read_only=False),
-    "gripper_topic": Param("/gripper_command", "std_msgs/Float64 gripper command topic", read_only=False),
-    "gripper_open": Param(1.0, "gripper command sent for action 1 (open)", read_only=False),
-    "gripper_closed": Param(0.0, "gripper command sent for action 0 (closed)", read_only=False),
-    "joint_states_topic": Param("/joint_states", "sensor_msgs/JointState of the arm and gripper", read_only=False),
-    "gripper_joints": Param(["finger_joint_1", "finger_joint_2"], "joints whose summed positions give the opening", read_only=False),
-    "gripper_max_width": Param(0.08, "summed finger positions when fully open (opening 1)", (1e-4, 1.0), read_only=False),
-    "ee_pose_topic": Param("/ee_pose", "geometry_msgs/PoseStamped of the end effector", read_only=False),
-    "handle_pose_topic": Param("/handle_pose", "geometry_msgs/PoseStamped of the door handle (e.g. a fiducial)", read_only=False),
-    "target_mode": Param("fixed", "'fixed' (target_position) or 'topic' (geometry_msgs/PointStamped on target_topic)", read_only=False),
-    "target_position": Param([0.0, 0.55, 0.15], "target xyz when target_mode is fixed", read_only=False),
-    "target_topic": Param("/door_target", "target topic when target_mode is topic", read_only=False),
-    "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0), read_only=False),
-    "sensor_timeout": Param(0.05, "seconds after which a pose or joint state counts as stale", (0.001, 5.0), read_only=False),
+    "servo_topic": Param("/servo_node/delta_twist_cmds", "TwistStamped command topic of the servo controller"),
+    "frame_id": Param("base_link", "frame of the twist commands and of the pose inputs", **_LIVE),
+    "max_speed": Param(Required("double"), "m/s commanded for a unit action delta (the arm's profile sets it)",
+                       (0.0, 1.0), **_LIVE),
+    "gripper_topic": Param("/gripper_command", "std_msgs/Float64 gripper command topic"),
+    "gripper_open": Param(1.0, "gripper command sent for action 1 (open)", **_LIVE),
+    "gripper_closed": Param(0.0, "gripper command sent for action 0 (closed)", **_LIVE),
+    "joint_states_topic": Param("/joint_states", "sensor_msgs/JointState of the arm and gripper"),
+    "gripper_joints": Param(["finger_joint_1", "finger_joint_2"], "joints whose summed positions give the "
+                            "opening", **_LIVE),
+    "gripper_max_width": Param(0.08, "summed finger positions when fully open (opening 1)", (1e-4, 1.0), **_LIVE),
+    "ee_pose_topic": Param("/ee_pose", "geometry_msgs/PoseStamped of the end effector"),
+    "handle_pose_topic": Param("/handle_pose", "geometry_msgs/PoseStamped of the door handle (e.g. a fiducial)"),
+    "target_mode": Param("fixed", "'fixed' (target_position) or 'topic' (geometry_msgs/PointStamped on "
+                         "target_topic)"),
+    "target_position": Param([0.0, 0.55, 0.15], "target xyz when target_mode is fixed", **_LIVE),
+    "target_topic": Param("/door_target", "target topic when target_mode is topic"),
+    "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
+    "sensor_timeout": Param(0.05, "seconds after which a pose or joint state counts as stale", (0.001, 5.0),
+                            **_LIVE),
 }
 
 
@@ -72,6 +79,10 @@ class ArmBridge(BridgeNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("arm_bridge", **kwargs)
         declare_parameters(self, PARAMETERS)
+        with refusing(self):
+            values(self, PARAMETERS)  # refuses to start without the arm's own values
+            if self._param("target_mode") not in ("fixed", "topic"):
+                raise StartRefused(f"arm_bridge: target_mode must be 'fixed' or 'topic', got {self._param('target_mode')!r}")
         self.add_on_set_parameters_callback(self._on_set_parameters)
         p = self._param
 
@@ -99,11 +110,8 @@ class ArmBridge(BridgeNode):
         self.create_timer(1.0 / float(p("observation_rate")), self._publish_observation)
 
     def _on_set_parameters(self, params) -> SetParametersResult:
-        fixed = {"servo_topic", "gripper_topic", "joint_states_topic", "ee_pose_topic",
-                 "handle_pose_topic", "target_mode", "target_topic", "observation_rate"}  # fmt: skip
+        """Read-only parameters never get here; the live ones are checked as a whole."""
         for param in params:
-            if param.name in fixed:
-                return SetParametersResult(successful=False, reason=f"{param.name} is fixed at start")
             if param.name == "target_position":
                 if len(param.value) != 3:
                     return SetParametersResult(successful=False, reason="target_position needs 3 values")

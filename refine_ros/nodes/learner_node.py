@@ -16,6 +16,9 @@ Why it is built this way:
 - On a robot (`reset_service: ''`) an episode starts with its start event and ends after its
   step budget; with `wait_for_confirmation` it begins only once the safety node reports the
   operator's `safety/confirm_episode` (statuses received after the wait began count).
+- A robot's learner (`robot` set) never fits a demonstration it was not given on that robot:
+  it refuses to start without a `teleop (<robot>)` demonstration in the run directory, and its
+  fitter refuses any other source (the simulated expert above all).
 
 Topics and QoS: docs/ROS_INTERFACES.md.
 """
@@ -39,19 +42,20 @@ from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from refine_core.backends import LocalFitter
+from refine_core.backends import LocalFitter, check_demonstration
 from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.contract import validate_policy
-from refine_core.rollout.demo import Demonstration
+from refine_core.rollout.demo import Demonstration, DemonstrationError, teleop_source
 from refine_core.rollout.plan import PlannedEpisode
-from refine_core.store.db import RunDatabase
+from refine_core.sandbox.fit import FIT_VALIDATION_S
+from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
 from refine_ros import protocol, qos
 from refine_ros.adapters import observation_from_values
 from refine_ros.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Param, declare_parameters, values
+from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.round_driver import RoundDriver
 
 SHUTDOWN_WAIT_S = 2.0
@@ -71,6 +75,11 @@ PARAMETERS: dict[str, Param] = {
                                    "safety/confirm_episode (real robots)"),
     "confirmation_timeout": Param(600.0, "seconds to wait for the operator's confirmation before the episode "
                                   "is recorded as failed", (1.0, 86400.0)),
+    "robot": Param("", "the robot this learner drives ('' = a simulator: any demonstration); a robot's learner "
+                   "fits only a demonstration teleoperated on it and refuses to start without one"),
+    "fit_validation_timeout": Param(FIT_VALIDATION_S, "seconds a fit's validation phase (build, contract check, "
+                                    "first epochs) may take: a forward that never returns is refused within it",
+                                    (1.0, 3600.0)),
 }
 
 
@@ -82,7 +91,13 @@ class LearnerNode(Node):
         self.task = get_task(str(p["task"]))
         self.spec = self.task.spec
         self.run_dir = Path(str(p["run_dir"]))
-        self.fitter = LocalFitter(self.task, timeout_s=float(p["fit_timeout"]))
+        self.robot = str(p["robot"]).strip()
+        source = teleop_source(self.robot) if self.robot else None
+        if source is not None:
+            with refusing(self):
+                self._require_demonstration(source)
+        self.fitter = LocalFitter(self.task, timeout_s=float(p["fit_timeout"]),
+                                  validation_s=float(p["fit_validation_timeout"]), source=source)
         self.confirmation_timeout = float(p["confirmation_timeout"])
         self.wait_for_confirmation = bool(p["wait_for_confirmation"])
         reset, sim = str(p["reset_service"]).strip(), str(p["sim_node"]).strip("/")
@@ -118,6 +133,24 @@ class LearnerNode(Node):
         self._thread = threading.Thread(target=self._work, name="learner-requests", daemon=True)
         self._thread.start()
         self.get_logger().info(f"learner for {self.spec.name} ready; waiting for {protocol.FIT_REQUEST}")
+
+    def _require_demonstration(self, source: str) -> None:
+        """A robot is only ever fitted to a demonstration recorded on it: without one in the run
+        directory the learner does not start, and says how to record one."""
+        how = (f"record one first: refine up {self.robot}_record_demo --run {self.run_dir} --live (or ros2 launch "
+               f"refine_ros {self.robot}_record_demo.launch.py run_dir:={self.run_dir} dry_run:=false), drive it "
+               "on refine/teleop_action, then call demo/start, demo/stop and demo/label")
+        try:
+            with RunDatabase(self.run_dir, create=False) as db:
+                run = db.latest_run()
+                demo = None if run is None else Demonstration.load(db, int(run["id"]))
+        except (RunDatabaseError, DemonstrationError):
+            demo = None
+        if demo is None:
+            raise StartRefused(f"learner_node: no demonstration recorded on {self.robot} in {self.run_dir}; {how}")
+        problem = check_demonstration(self.task, demo, source)
+        if problem:
+            raise StartRefused(f"learner_node: {problem} ({self.run_dir}); {how}")
 
     # -- control path ---------------------------------------------------------------------------
     def _on_observation(self, msg: Float64MultiArray) -> None:

@@ -30,7 +30,7 @@ from refine_ros import qos
 from refine_ros.messages import pack_json, pack_vector
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Param, declare_parameters
+from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.vision import N_TILES, TILE_FEATURES
 
 # The simulator's column order, from the task spec: the contract fitted programs rely on.
@@ -38,21 +38,29 @@ COLUMNS: tuple[str, ...] = get_task("car_racing").spec.observation_columns
 ACTION_AXES = 3
 
 
+# Topics, the command type and the rate shape the node at start (read-only); the scales can be
+# tuned while it runs. The speed and steering scales belong to the car: the profile sets them.
+_LIVE = {"read_only": False}
 PARAMETERS: dict[str, Param] = {
-    "command_topic": Param("/cmd_vel", "the car's command topic", read_only=False),
-    "command_type": Param("twist", "'twist' (geometry_msgs/Twist) or 'array' (Float64MultiArray [steer, throttle, brake])", read_only=False),
-    "max_speed": Param(1.0, "m/s for full throttle in twist mode", (0.0, 20.0), read_only=False),
-    "max_steer": Param(0.5, "angular.z for full steer in twist mode (sign flipped to ROS: +z is left)", (0.0, 10.0), read_only=False),
-    "odom_topic": Param("/odom", "nav_msgs/Odometry of the car", read_only=False),
-    "wheel_topic": Param("/wheel_states", "sensor_msgs/JointState with wheel angular velocities", read_only=False),
-    "wheel_joints": Param(["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], "wheel joint names: front-left, front-right, rear-left, rear-right", read_only=False),
-    "wheel_speed_scale": Param(1.0, "factor from the encoder's rad/s to simulator wheel omega", read_only=False),
-    "tiles_topic": Param("track/tiles", "Float64MultiArray (12 x 4) from the track detector", read_only=False),
-    "speed_to_sim": Param(1.0, "factor from odometry m/s to simulator speed units (before / 100)", (0.0, 1000.0), read_only=False),
-    "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0), read_only=False),
-    "sensor_timeout": Param(0.15, "seconds after which odometry, wheels or tiles count as stale", (0.001, 5.0), read_only=False),
+    "command_topic": Param("/cmd_vel", "the car's command topic"),
+    "command_type": Param("twist", "'twist' (geometry_msgs/Twist) or 'array' (Float64MultiArray [steer, throttle, "
+                          "brake])"),
+    "max_speed": Param(Required("double"), "m/s for full throttle in twist mode (the car's profile sets it)",
+                       (0.0, 20.0), **_LIVE),
+    "max_steer": Param(Required("double"), "angular.z for full steer in twist mode (sign flipped to ROS: +z is "
+                       "left; the car's profile sets it)", (0.0, 10.0), **_LIVE),
+    "odom_topic": Param("/odom", "nav_msgs/Odometry of the car"),
+    "wheel_topic": Param("/wheel_states", "sensor_msgs/JointState with wheel angular velocities"),
+    "wheel_joints": Param(["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], "wheel joint names: front-left, "
+                          "front-right, rear-left, rear-right", **_LIVE),
+    "wheel_speed_scale": Param(1.0, "factor from the encoder's rad/s to simulator wheel omega", **_LIVE),
+    "tiles_topic": Param("track/tiles", "Float64MultiArray (12 x 4) from the track detector"),
+    "speed_to_sim": Param(1.0, "factor from odometry m/s to simulator speed units (before / 100)", (0.0, 1000.0),
+                          **_LIVE),
+    "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
+    "sensor_timeout": Param(0.15, "seconds after which odometry, wheels or tiles count as stale", (0.001, 5.0),
+                            **_LIVE),
 }
-_FIXED = {"command_topic", "command_type", "odom_topic", "wheel_topic", "tiles_topic", "observation_rate"}
 
 
 def yaw_from_quaternion(w: float, x: float, y: float, z: float) -> float:
@@ -71,9 +79,13 @@ class RcCarBridge(BridgeNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("rc_car_bridge", **kwargs)
         declare_parameters(self, PARAMETERS)
-        command_type = self._param("command_type")
-        if command_type not in ("twist", "array"):
-            raise ValueError(f"command_type must be 'twist' or 'array', got {command_type!r}")
+        with refusing(self):
+            values(self, PARAMETERS)  # refuses to start without the car's own values
+            command_type = self._param("command_type")
+            if command_type not in ("twist", "array"):
+                raise StartRefused(f"rc_car_bridge: command_type must be 'twist' or 'array', got {command_type!r}")
+            if len(self._param("wheel_joints")) != 4:
+                raise StartRefused("rc_car_bridge: wheel_joints needs 4 names (front-left, front-right, rear-left, rear-right)")
         self.add_on_set_parameters_callback(self._on_set_parameters)
         p = self._param
 
@@ -95,9 +107,8 @@ class RcCarBridge(BridgeNode):
         self.create_timer(1.0 / float(p("observation_rate")), self._publish_observation)
 
     def _on_set_parameters(self, params) -> SetParametersResult:
+        """Read-only parameters never get here; the live ones are checked."""
         for param in params:
-            if param.name in _FIXED:
-                return SetParametersResult(successful=False, reason=f"{param.name} is fixed at start")
             if param.name == "wheel_joints" and len(param.value) != 4:
                 return SetParametersResult(successful=False, reason="wheel_joints needs 4 names")
         return SetParametersResult(successful=True)

@@ -13,12 +13,8 @@ is read STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md
 
 from __future__ import annotations
 
-import math
-
-import rclpy
-import rclpy.logging
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
@@ -26,52 +22,40 @@ from std_srvs.srv import Trigger
 from refine_ros import qos
 from refine_ros.messages import pack_vector
 from refine_ros.nodes._main import run_node
-from refine_ros.params import descriptor
+from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
 
-# Defaults are the arm profile (door task: dx, dy, dz, gripper); the car profile overrides them.
-DEFAULTS: dict[str, object] = {
-    "lower": [-1.0, -1.0, -1.0, 0.0],
-    "upper": [1.0, 1.0, 1.0, 1.0],
-    "zero": [0.0, 0.0, 0.0, 1.0],
-    "max_rate": [10.0, 10.0, 10.0, 20.0],
-    "hold_axes": [3],
-    "watchdog_timeout": 0.1,
-    "watchdog_period": 0.01,
-    "teleop_hold": 0.5,
-    "workspace_observation_indices": [0, 1, 2],
-    "workspace_lower": [-0.5, 0.4, 0.05],
-    "workspace_upper": [0.5, 1.0, 0.5],
-    "workspace_action_axes": [0, 1, 2],
-    "require_confirmation": True,
-    "dry_run": False,
-    "status_period": 0.1,
+# The limits belong to one robot, so they have no default here: each real profile sets them
+# (config/arm_real.yaml, config/rc_car_real.yaml) and the node refuses to start without them.
+# Only behaviour that is the same on every robot has a default.
+_LIMIT = {"read_only": False}
+PARAMETERS: dict[str, Param] = {
+    "lower": Param(Required("double_array"), "per-axis lower clamp of the command, task action order", **_LIMIT),
+    "upper": Param(Required("double_array"), "per-axis upper clamp of the command, task action order", **_LIMIT),
+    "zero": Param(Required("double_array"), "the stop command (arm: no motion; car: steer 0, gas 0, brake 1)",
+                  **_LIMIT),
+    "max_rate": Param(Required("double_array"), "largest change per second per axis when ramping up (<= 0: "
+                      "unlimited); stops are immediate", **_LIMIT),
+    "hold_axes": Param(Required("integer_array"), "axes whose stop value is the last value sent (arm gripper "
+                       "keeps its grip); [-1] = none", **_LIMIT),
+    "watchdog_timeout": Param(Required("double"), "seconds within which zero is commanded after observations or "
+                              "commands go stale", (0.005, 5.0), **_LIMIT),
+    "watchdog_period": Param(Required("double"), "watchdog timer period in seconds (<= watchdog_timeout / 4); "
+                             "inputs are stale after timeout - period - max(period, 0.3 * timeout)", (0.001, 1.0)),
+    "workspace_observation_indices": Param(Required("integer_array"), "observation coordinates checked against "
+                                           "the box (arm: gripper xyz 0,1,2; car: speed 48)", **_LIMIT),
+    "workspace_lower": Param(Required("double_array"), "lower bound per checked coordinate", **_LIMIT),
+    "workspace_upper": Param(Required("double_array"), "upper bound per checked coordinate (car: the speed cap)",
+                             **_LIMIT),
+    "workspace_action_axes": Param(Required("integer_array"), "action axis that moves each checked coordinate; "
+                                   "outside the box only motion back is kept", **_LIMIT),
+    "teleop_hold": Param(0.5, "seconds a teleop command keeps preempting policy commands", (0.0, 10.0), **_LIMIT),
+    "require_confirmation": Param(True, "policy commands need safety/confirm_episode before each episode",
+                                  **_LIMIT),
+    "dry_run": Param(False, "decide every command but publish nothing on refine/safe_action", **_LIMIT),
+    "status_period": Param(0.1, "seconds between safety/status diagnostics", (0.01, 10.0)),
 }
-
-DESCRIPTIONS = {
-    "lower": "per-axis lower clamp of the command, task action order",
-    "upper": "per-axis upper clamp of the command, task action order",
-    "zero": "the stop command (arm: no motion; car: steer 0, gas 0, brake 1)",
-    "max_rate": "largest change per second per axis when ramping up (<= 0: unlimited); stops are immediate",
-    "hold_axes": "axes whose stop value is the last value sent (arm gripper keeps its grip); [-1] = none",
-    "watchdog_timeout": "seconds within which zero is commanded after observations or commands go stale",
-    "watchdog_period": "watchdog timer period in seconds (<= watchdog_timeout / 4); inputs are stale after timeout - period - max(period, 0.3 * timeout)",
-    "teleop_hold": "seconds a teleop command keeps preempting policy commands",
-    "workspace_observation_indices": "observation coordinates checked against the box (arm: gripper xyz 0,1,2; car: speed 48)",
-    "workspace_lower": "lower bound per checked coordinate",
-    "workspace_upper": "upper bound per checked coordinate (car: the speed cap)",
-    "workspace_action_axes": "action axis that moves each checked coordinate; outside the box only motion back is kept",
-    "require_confirmation": "policy commands need safety/confirm_episode before each episode",
-    "dry_run": "decide every command but publish nothing on refine/safe_action",
-    "status_period": "seconds between safety/status diagnostics",
-}
-
-RANGES = {
-    "watchdog_timeout": (0.005, 5.0),
-    "watchdog_period": (0.001, 1.0),
-    "teleop_hold": (0.0, 10.0),
-    "status_period": (0.01, 10.0),
-}
+_FIXED = {name for name, p in PARAMETERS.items() if p.read_only}
 
 _LEVEL = {
     "policy": DiagnosticStatus.OK,
@@ -87,9 +71,12 @@ _LEVEL = {
 class SafetyNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("safety_node", **kwargs)
-        for name, default in DEFAULTS.items():
-            self.declare_parameter(name, default, self._descriptor(name))
-        self.filter = SafetyFilter(self._config_from({}))
+        declare_parameters(self, PARAMETERS)
+        with refusing(self):
+            try:
+                self.filter = SafetyFilter(self._config_from(values(self, PARAMETERS)))
+            except InvalidSafetyConfig as exc:
+                raise StartRefused(f"safety_node: invalid safety limits: {exc}") from None
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -102,9 +89,7 @@ class SafetyNode(Node):
         self._last_tick: float | None = None
         self.late_ticks = 0
         self._watchdog = self.create_timer(self.filter.config.watchdog_period, self._on_tick)
-        self._status_timer = self.create_timer(
-            float(self.get_parameter("status_period").value), self._publish_status
-        )
+        self._status_timer = self.create_timer(float(self.get_parameter("status_period").value), self._publish_status)
         # services last: an operator tool that sees them knows the node is fully up
         self.create_service(Trigger, "safety/rearm", self._on_rearm)
         self.create_service(Trigger, "safety/confirm_episode", self._on_confirm)
@@ -113,57 +98,46 @@ class SafetyNode(Node):
         )
 
     # ---- parameters ---------------------------------------------------------------------
-    @staticmethod
-    def _descriptor(name: str) -> ParameterDescriptor:
-        # Arrays may be empty in a profile (no hold axes, no workspace); an empty list has no
-        # element type in ROS, so their type is checked by the set-parameters callback instead.
-        return descriptor(DESCRIPTIONS[name], RANGES.get(name), dynamic_typing=isinstance(DEFAULTS[name], list))
-
     @property
     def _dry_run(self) -> bool:
         return bool(self.get_parameter("dry_run").value)
 
-    def _config_from(self, overrides: dict[str, object]) -> SafetyConfig:
-        def value(name: str):
-            v = overrides[name] if name in overrides else self.get_parameter(name).value
-            # a YAML `[]` arrives as an unset value: for the array parameters that means empty
-            return [] if v is None and isinstance(DEFAULTS[name], list) else v
+    @staticmethod
+    def _config_from(p: dict[str, object]) -> SafetyConfig:
+        """Every limit of `p` (parameter name -> value) as one checked SafetyConfig."""
 
         def floats(name: str) -> tuple[float, ...]:
-            return tuple(float(v) for v in value(name))
+            return tuple(float(v) for v in p[name])
 
         def ints(name: str) -> tuple[int, ...]:
-            return tuple(int(v) for v in value(name))
+            return tuple(int(v) for v in p[name])
 
         return SafetyConfig(
             lower=floats("lower"),
             upper=floats("upper"),
             zero=floats("zero"),
             max_rate=floats("max_rate"),
-            # a ROS integer array cannot be empty when passed programmatically: [-1] means none
+            # a ROS integer array cannot be empty: [-1] means none
             hold_axes=tuple(a for a in ints("hold_axes") if a >= 0),
-            watchdog_timeout=float(value("watchdog_timeout")),
-            watchdog_period=float(value("watchdog_period")),
-            teleop_hold=float(value("teleop_hold")),
+            watchdog_timeout=float(p["watchdog_timeout"]),
+            watchdog_period=float(p["watchdog_period"]),
+            teleop_hold=float(p["teleop_hold"]),
             workspace_observation_indices=ints("workspace_observation_indices"),
             workspace_lower=floats("workspace_lower"),
             workspace_upper=floats("workspace_upper"),
             workspace_action_axes=ints("workspace_action_axes"),
-            require_confirmation=bool(value("require_confirmation")),
+            require_confirmation=bool(p["require_confirmation"]),
         )
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         """Limits change only as a consistent set; the latch and confirmation survive a change."""
         changes = {p.name: p.value for p in params}
-        if "status_period" in changes:
-            return SetParametersResult(successful=False, reason="status_period is fixed at start")
-        limits = set(changes) - {"dry_run"}
-        if not limits:
+        if _FIXED & set(changes):  # read-only parameters never get here through ROS; be explicit anyway
+            return SetParametersResult(successful=False, reason=f"{sorted(_FIXED & set(changes))} are fixed at start")
+        if not set(changes) - {"dry_run"}:
             return SetParametersResult(successful=True)
         try:
-            config = self._config_from(changes)
-            if not math.isclose(config.watchdog_period, self.filter.config.watchdog_period):
-                raise InvalidSafetyConfig("watchdog_period is fixed at start")
+            config = self._config_from({**values(self, PARAMETERS), **changes})
             self.filter.reconfigure(config)
         except (InvalidSafetyConfig, TypeError, ValueError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
@@ -236,12 +210,8 @@ class SafetyNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        run_node(SafetyNode, args)
-    except InvalidSafetyConfig as exc:
-        # refuse to start with inconsistent limits: a clear message and a failing exit code
-        rclpy.logging.get_logger("safety_node").fatal(f"invalid safety limits: {exc}")
-        raise SystemExit(2) from None
+    # missing or inconsistent limits: one line and exit status 2 (run_node, StartRefused)
+    run_node(SafetyNode, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,148 @@
+"""Joy teleop: a gamepad (`sensor_msgs/Joy`, e.g. from the ROS `joy` package's
+game_controller_node) -> `refine/teleop_action`, the task's action vector.
+
+Each action is `offset + scale * axis` of the Joy axis mapped to it (`refine_ros.teleop`:
+the task's standard map, or the `axes` / `scales` / `offsets` parameters). Commands go out
+at `rate` only while the dead-man button (`enable_button`) is held and the Joy messages are
+fresh (`joy_timeout`): let go, or unplug the pad, and nothing is sent, so the safety node's
+watchdog stops the robot. Other buttons: `estop_button` publishes `refine/estop` true while
+held (false on release; the safety node latches it until `safety/rearm`), `start_button` /
+`stop_button` / `keep_button` call the demo recorder's `demo/start`, `demo/stop` and
+`demo/label` (true: keep the take).
+
+Why continuous publishing while enabled: the safety node treats a teleop command older than
+its stale limit (about 60 ms on the arm) as gone, so the node repeats the current command at
+`rate` instead of only on stick changes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rclpy.node import Node
+from sensor_msgs.msg import Joy
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+
+from refine_core.tasks.registry import get_task, task_names
+from refine_ros import qos
+from refine_ros.messages import pack_vector
+from refine_ros.nodes._main import run_node
+from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
+from refine_ros.teleop import (
+    BUTTON_B,
+    BUTTON_BACK,
+    BUTTON_LEFT_SHOULDER,
+    BUTTON_START,
+    BUTTON_Y,
+    Edges,
+    joy_map_for,
+)
+
+PARAMETERS: dict[str, Param] = {
+    "task": Param("door_open", f"task name ({' | '.join(task_names())}): the actions and the standard map"),
+    "joy_topic": Param("joy", "sensor_msgs/Joy input"),
+    "axes": Param([-1], "Joy axis per action, task action order; [-1] (one entry) = the task's standard map"),
+    "scales": Param([0.0], "factor per action (used with axes)"),
+    "offsets": Param([0.0], "value per action at axis 0 (used with axes)"),
+    "deadzone": Param(0.05, "stick values smaller than this read 0", (0.0, 0.9), read_only=False),
+    "enable_button": Param(BUTTON_LEFT_SHOULDER, "dead-man button: commands only while held (-1 = always, not "
+                           "recommended)", (-1, 64), read_only=False),
+    "estop_button": Param(BUTTON_B, "button publishing refine/estop true while held (-1 = none)", (-1, 64),
+                          read_only=False),
+    "start_button": Param(BUTTON_START, "button calling demo/start (-1 = none)", (-1, 64), read_only=False),
+    "stop_button": Param(BUTTON_BACK, "button calling demo/stop (-1 = none)", (-1, 64), read_only=False),
+    "keep_button": Param(BUTTON_Y, "button calling demo/label true: keep the stopped take (-1 = none)", (-1, 64),
+                         read_only=False),
+    "rate": Param(50.0, "Hz of refine/teleop_action while enabled", (1.0, 500.0)),
+    "joy_timeout": Param(0.5, "seconds after which the last Joy message counts as gone", (0.01, 10.0),
+                         read_only=False),
+}
+
+
+class JoyTeleop(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("joy_teleop", **kwargs)
+        declare_parameters(self, PARAMETERS)
+        with refusing(self):
+            p = values(self, PARAMETERS)
+            if str(p["task"]) not in task_names():
+                raise StartRefused(f"joy_teleop: unknown task {p['task']!r}")
+            self.spec = get_task(str(p["task"])).spec
+            standard = list(p["axes"]) == [-1]
+            try:
+                self.map = joy_map_for(self.spec, *(() if standard else (p["axes"], p["scales"], p["offsets"])))
+            except ValueError as exc:
+                raise StartRefused(f"joy_teleop: {exc}") from None
+        self.last_joy: Joy | None = None
+        self.last_joy_time = -1e18
+        self.step = 0
+        self.sent = 0
+        self._edges = Edges()
+        self._estop_held = False
+        self.pub_teleop = self.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND)
+        self.pub_estop = self.create_publisher(Bool, "refine/estop", qos.COMMAND)
+        self.create_subscription(Joy, str(p["joy_topic"]), self._on_joy, qos.SENSOR)
+        self._demo_clients = {"start": self.create_client(Trigger, "demo/start"),
+                         "stop": self.create_client(Trigger, "demo/stop"),
+                         "keep": self.create_client(SetBool, "demo/label")}
+        self.create_timer(1.0 / float(p["rate"]), self._tick)
+        names = ", ".join(f"{a}: axis {i}" for a, i in zip(self.spec.action_names, self.map.axes, strict=True))
+        self.get_logger().info(f"gamepad teleop for {self.spec.name} ({names}); hold button "
+                               f"{p['enable_button']} to drive")
+
+    def _p(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _on_joy(self, msg: Joy) -> None:
+        self.last_joy, self.last_joy_time = msg, time.monotonic()
+        buttons = list(msg.buttons)
+        estop = int(self._p("estop_button"))
+        held = 0 <= estop < len(buttons) and bool(buttons[estop])
+        if held != self._estop_held:
+            self._estop_held = held
+            self.pub_estop.publish(Bool(data=held))
+        wanted = {name: int(self._p(f"{name}_button")) for name in ("start", "stop", "keep")}
+        for name in self._edges.pressed(buttons, wanted):
+            self._call(name)
+
+    def _call(self, name: str) -> None:
+        client = self._demo_clients[name]
+        if not client.service_is_ready():
+            self.get_logger().warning(f"{client.srv_name} is not available (is the demo recorder running?)")
+            return
+        request = SetBool.Request(data=True) if name == "keep" else Trigger.Request()
+        client.call_async(request).add_done_callback(
+            lambda f, n=client.srv_name: self.get_logger().info(
+                f"{n}: {f.result().message if f.exception() is None else f.exception()}"))
+
+    def command(self, now: float) -> list[float] | None:
+        """The command to send now, or None (dead-man released, no or stale Joy, bad message)."""
+        msg = self.last_joy
+        if msg is None or now - self.last_joy_time > float(self._p("joy_timeout")):
+            return None
+        enable = int(self._p("enable_button"))
+        if enable >= 0 and not (enable < len(msg.buttons) and msg.buttons[enable]):
+            return None
+        try:
+            return self.map.command(self.spec, list(msg.axes), float(self._p("deadzone"))).tolist()
+        except ValueError as exc:
+            self.get_logger().warning(f"ignored a Joy message: {exc}", throttle_duration_sec=2.0)
+            return None
+
+    def _tick(self) -> None:
+        values_ = self.command(time.monotonic())
+        if values_ is None:
+            return
+        self.pub_teleop.publish(pack_vector(0, self.step, values_))
+        self.step += 1
+        self.sent += 1
+
+
+def main(args: list[str] | None = None) -> None:
+    run_node(JoyTeleop, args)
+
+
+if __name__ == "__main__":
+    main()

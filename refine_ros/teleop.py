@@ -1,0 +1,190 @@
+"""How an operator's gamepad or keyboard becomes a teleop command, without ROS (tested alone).
+
+A teleop command is one value per action of the task, in the task's action order, clipped to
+the task's action bounds; the joy and keyboard teleop nodes publish it on
+`refine/teleop_action`, where the safety node treats it like any command (clamps, rate limits,
+workspace box, watchdog, e-stop). Both publish *nothing* while the operator is not driving
+(dead-man button released, no key held): the safety node's watchdog then commands its stop,
+and a policy running at the same time is not pre-empted by an idle operator.
+
+Gamepad: `JoyMap` maps Joy axes onto actions, `action = offset + scale * axis` (sticks inside
+`deadzone` read 0). The standard maps assume the ROS `joy` package's `game_controller_node`
+(SDL game-controller layout: axes 0 left stick x, 1 left stick y, 2 right stick x, 3 right
+stick y, 4 left trigger, 5 right trigger; sticks +1 left / up, triggers 0 released -> -1
+pressed; buttons 0 A, 1 B, 2 X, 3 Y, 4 back, 6 start, 9 left shoulder). Another layout or
+another device: set the node's `axes`, `scales`, `offsets` and button parameters.
+
+Keyboard: `KEYMAPS` binds keys to an action axis and a value. A motion key holds its value for
+`hold_s` after its last press (a held key auto-repeats, so holding keeps moving and letting go
+stops within `hold_s`); a latched key (the door gripper) keeps its value until another latched
+key of that axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refine_core.tasks.spec import TaskSpec
+
+# ---------------------------------------------------------------------------------------- gamepad
+LEFT_X, LEFT_Y, RIGHT_X, RIGHT_Y, TRIGGER_LEFT, TRIGGER_RIGHT = range(6)
+BUTTON_A, BUTTON_B, BUTTON_X, BUTTON_Y, BUTTON_BACK, BUTTON_GUIDE, BUTTON_START = range(7)
+BUTTON_LEFT_SHOULDER = 9
+
+
+@dataclass(frozen=True)
+class JoyMap:
+    """One Joy axis per action (-1: none, the action is its offset) and its affine map."""
+
+    axes: tuple[int, ...]
+    scales: tuple[float, ...]
+    offsets: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not (len(self.axes) == len(self.scales) == len(self.offsets)) or not self.axes:
+            raise ValueError(f"axes, scales and offsets need one entry per action; got {len(self.axes)}, "
+                             f"{len(self.scales)}, {len(self.offsets)}")
+        if any(a < -1 for a in self.axes):
+            raise ValueError("an axis index is >= 0, or -1 for none")
+
+    def check(self, spec: TaskSpec) -> None:
+        if len(self.axes) != len(spec.actions):
+            raise ValueError(f"the joy map has {len(self.axes)} entries; {spec.name} has {len(spec.actions)} actions "
+                             f"({', '.join(spec.action_names)})")
+
+    def command(self, spec: TaskSpec, axes: Sequence[float], deadzone: float = 0.0) -> np.ndarray:
+        """The action for one Joy message's axes; ValueError if the message lacks an axis."""
+        values = np.array(self.offsets, dtype=float)
+        for i, (axis, scale) in enumerate(zip(self.axes, self.scales, strict=True)):
+            if axis < 0:
+                continue
+            if axis >= len(axes):
+                raise ValueError(f"the Joy message has {len(axes)} axes; action {spec.action_names[i]!r} reads axis {axis}")
+            raw = float(axes[axis])
+            if not np.isfinite(raw):
+                raise ValueError(f"axis {axis} is not finite")
+            values[i] += scale * (0.0 if abs(raw) < deadzone else raw)
+        return np.clip(values, spec.action_low, spec.action_high)
+
+
+STANDARD_JOY_MAPS: dict[str, JoyMap] = {
+    # dx: left stick right, dy: left stick forward, dz: right stick up; the gripper follows the
+    # right trigger: released 1 (open), pressed 0 (closed)
+    "door_open": JoyMap(axes=(LEFT_X, LEFT_Y, RIGHT_Y, TRIGGER_RIGHT), scales=(-1.0, 1.0, 1.0, 1.0),
+                        offsets=(0.0, 0.0, 0.0, 1.0)),
+    # steer: left stick (negative steer is left, the stick's left is +1); gas: right trigger;
+    # brake: left trigger (triggers read 0 released, -1 pressed)
+    "car_racing": JoyMap(axes=(LEFT_X, TRIGGER_RIGHT, TRIGGER_LEFT), scales=(-1.0, -1.0, -1.0),
+                         offsets=(0.0, 0.0, 0.0)),
+    # torque: left stick, full deflection = the task's largest torque
+    "pendulum": JoyMap(axes=(LEFT_X,), scales=(-2.0,), offsets=(0.0,)),
+}
+"""The standard gamepad map of each bundled task (game_controller_node layout)."""
+
+
+def joy_map_for(spec: TaskSpec, axes: Sequence[int] = (), scales: Sequence[float] = (),
+                offsets: Sequence[float] = ()) -> JoyMap:
+    """The node's map: the three parameters when given (all three), else the task's standard map."""
+    if axes or scales or offsets:
+        joy = JoyMap(tuple(int(a) for a in axes), tuple(float(s) for s in scales), tuple(float(o) for o in offsets))
+    elif spec.name in STANDARD_JOY_MAPS:
+        joy = STANDARD_JOY_MAPS[spec.name]
+    else:
+        raise ValueError(f"task {spec.name!r} has no standard gamepad map; set axes, scales and offsets")
+    joy.check(spec)
+    return joy
+
+
+@dataclass
+class Edges:
+    """Rising edges of Joy buttons (a press acts once, however long it is held)."""
+
+    held: set[int] = field(default_factory=set)
+
+    def pressed(self, buttons: Sequence[int], wanted: Mapping[str, int]) -> list[str]:
+        """Names in `wanted` (name -> button index, -1 = unused) whose button went down now."""
+        down = {i for i, b in enumerate(buttons) if b}
+        new = down - self.held
+        self.held = down
+        return [name for name, index in wanted.items() if index >= 0 and index in new]
+
+
+# ---------------------------------------------------------------------------------------- keyboard
+@dataclass(frozen=True)
+class Key:
+    axis: int
+    value: float
+    latch: bool = False
+    """Keeps its value after the key is let go (until another latched key of the axis)."""
+
+
+@dataclass(frozen=True)
+class KeyMap:
+    keys: Mapping[str, Key]
+    rest: tuple[float, ...]
+    """The command with no key held (latched axes start here)."""
+    help: str
+
+
+KEYMAPS: dict[str, KeyMap] = {
+    "door_open": KeyMap(
+        keys={"d": Key(0, 1.0), "a": Key(0, -1.0), "w": Key(1, 1.0), "s": Key(1, -1.0), "r": Key(2, 1.0),
+              "f": Key(2, -1.0), "o": Key(3, 1.0, latch=True), "c": Key(3, 0.0, latch=True)},
+        rest=(0.0, 0.0, 0.0, 1.0),
+        help="a/d: -x/+x   w/s: +y/-y (away/toward)   r/f: up/down   o/c: open/close the gripper"),
+    "car_racing": KeyMap(
+        keys={"a": Key(0, -1.0), "d": Key(0, 1.0), "w": Key(1, 1.0), "s": Key(2, 1.0)},
+        rest=(0.0, 0.0, 0.0),
+        help="a/d: steer left/right   w: gas   s: brake"),
+    "pendulum": KeyMap(keys={"a": Key(0, -2.0), "d": Key(0, 2.0)}, rest=(0.0,), help="a/d: torque -/+"),
+}
+"""The standard keys of each bundled task."""
+
+CONTROL_KEYS: dict[str, str] = {
+    " ": "halt", "x": "estop", "u": "rearm", "1": "start", "2": "stop", "y": "keep", "n": "discard", "q": "quit",
+}
+CONTROL_HELP = ("space: stop moving   x: e-stop   u: release the e-stop and re-arm   1: start recording   "
+                "2: stop recording   y: keep the take (success)   n: discard it   q: quit")
+
+
+class KeyboardState:
+    """What the keys held so far command now."""
+
+    def __init__(self, spec: TaskSpec, keymap: KeyMap, hold_s: float = 0.6, scale: float = 1.0) -> None:
+        if len(keymap.rest) != len(spec.actions) or any(k.axis >= len(spec.actions) for k in keymap.keys.values()):
+            raise ValueError(f"the key map does not fit {spec.name}'s {len(spec.actions)} actions")
+        if set(keymap.keys) & set(CONTROL_KEYS):
+            raise ValueError(f"keys {sorted(set(keymap.keys) & set(CONTROL_KEYS))} are control keys")
+        self.spec, self.keymap, self.hold_s, self.scale = spec, keymap, float(hold_s), float(scale)
+        self.latched = np.array(keymap.rest, dtype=float)
+        self._pressed: dict[int, tuple[float, float]] = {}  # axis -> (value, time of the last press)
+        self._latch_changed = -1e18
+
+    def press(self, key: str, now: float) -> str | None:
+        """Feed one key; returns the control action it names (CONTROL_KEYS), else None."""
+        if key in CONTROL_KEYS:
+            if CONTROL_KEYS[key] == "halt":
+                self._pressed.clear()
+            return CONTROL_KEYS[key]
+        bound = self.keymap.keys.get(key.lower())
+        if bound is None:
+            return None
+        if bound.latch:
+            self.latched[bound.axis] = bound.value
+            self._latch_changed = now
+        else:
+            self._pressed[bound.axis] = (bound.value * self.scale, now)
+        return None
+
+    def command(self, now: float) -> np.ndarray | None:
+        """The command to publish now, or None when no key is held (publish nothing)."""
+        live = {axis: value for axis, (value, t) in self._pressed.items() if now - t <= self.hold_s}
+        if not live and now - self._latch_changed > self.hold_s:
+            return None
+        values = self.latched.copy()
+        for axis, value in live.items():
+            values[axis] = value
+        return np.clip(values, self.spec.action_low, self.spec.action_high)

@@ -1,0 +1,267 @@
+"""Recording a teleoperated demonstration over real DDS, and the refusals that keep a robot
+from being fitted to anything else. Fake drivers stand in for the hardware only: the bridge,
+the safety node, the gamepad and keyboard teleop nodes and the demo recorder are the real ones.
+(The whole arm flow, recording then refinement, is
+test_ros_nodes_lifecycle.py::test_refine_up_arm_real_dry_run_with_fake_sensors.)"""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from fake_robots import DemoStatus, FakeArmDriver, FakeGamepad, call
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+
+from refine_core.rollout.demo import record_demonstration
+from refine_core.store.db import RunDatabase
+from refine_core.tasks.registry import get_task
+from refine_ros import qos
+from refine_ros.bringup import resolve_profile
+from refine_ros.nodes.arm_bridge import ArmBridge
+from refine_ros.nodes.demo_recorder import DemoRecorder
+from refine_ros.nodes.joy_teleop import JoyTeleop
+from refine_ros.nodes.learner_node import LearnerNode
+from refine_ros.nodes.safety_node import SafetyNode
+from refine_ros.params import StartRefused
+from refine_ros.spin import NodeSpinner
+from refine_ros.teleop import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
+
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def context():
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
+def _node(cls, context, **params):
+    return cls(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+
+
+def _arm(node: str) -> dict:
+    params = dict(resolve_profile("arm_real", check_modules=False).node(node).parameters)
+    params.pop("dry_run", None)
+    return params
+
+
+class Graph:
+    """Nodes spun on their own executors; closed in the order that cannot race."""
+
+    def __init__(self, context, *nodes: Node) -> None:
+        self.nodes = list(nodes)
+        self.spinner = NodeSpinner(self.nodes, context).start()
+
+    def close(self) -> None:
+        self.spinner.stop()
+        for node in reversed(self.nodes):
+            node.destroy_node()
+
+
+def _wait(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# ---------------------------------------------------------------------------------------- e-stop
+def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_dir):
+    """The arm's own bridge and safety limits, driven from a gamepad: the e-stop button in the
+    middle of a take stops the arm, aborts the recording and leaves no database behind; after
+    the operator re-arms, a new take can start (and a discarded one writes nothing either)."""
+    driver = FakeArmDriver(context)
+    pad = FakeGamepad(context)
+    operator = DemoStatus(context)
+    graph = Graph(context, _node(ArmBridge, context, **_arm("arm_bridge")),
+                  _node(SafetyNode, context, **_arm("safety_node")), _node(JoyTeleop, context, task="door_open"),
+                  _node(DemoRecorder, context, task="door_open", robot="arm_real", run_dir=str(run_dir)),
+                  driver, pad, operator)
+    rearm = operator.create_client(Trigger, "safety/rearm")
+    try:
+        pad.hold(axes={LEFT_Y: 0.5}, buttons={BUTTON_LEFT_SHOULDER: 1})
+        assert _wait(lambda: call(operator.start, Trigger.Request()).success, 30.0), operator.states[-1:]
+        operator.wait_for("recording")
+        y0 = driver.position()[1]
+        assert _wait(lambda: driver.position()[1] > y0 + 0.02), "the arm moves under teleop"
+
+        pad.hold(buttons={BUTTON_B: 1})  # the e-stop button
+        aborted = operator.wait_for("aborted")
+        assert "nothing written" in aborted["message"] and aborted["steps"] == 0
+        time.sleep(0.3)
+        y1 = driver.position()[1]
+        time.sleep(0.5)
+        assert driver.position()[1] == pytest.approx(y1, abs=1e-6), "the e-stop stopped the arm"
+        assert not call(operator.stop, Trigger.Request()).success, "no take left to stop"
+        assert "no stopped take" in call(operator.label, SetBool.Request(data=True)).message
+        refused = call(operator.start, Trigger.Request())
+        assert not refused.success and "e-stop" in refused.message, "no new take while latched"
+        assert not (run_dir / "run.db").exists(), "nothing of the aborted take was written"
+
+        pad.hold(buttons={BUTTON_B: 0})  # release the button, then re-arm
+        assert _wait(lambda: call(rearm, Trigger.Request()).success), "re-arm refused"
+        assert _wait(lambda: call(operator.start, Trigger.Request()).success), "a new take after re-arming"
+        operator.wait_for("recording")
+        time.sleep(0.6)
+        assert call(operator.stop, Trigger.Request()).success
+        discarded = call(operator.label, SetBool.Request(data=False))
+        assert discarded.success and "discarded" in discarded.message
+        assert not (run_dir / "run.db").exists(), "a discarded take writes nothing"
+    finally:
+        graph.close()
+
+
+def test_the_dead_man_button_gates_the_gamepad(context):
+    pad = FakeGamepad(context)
+    joy = _node(JoyTeleop, context, task="car_racing")
+    listener = Node("teleop_listener", context=context)
+    got: list[list[float]] = []
+    listener.create_subscription(Float64MultiArray, "refine/teleop_action", lambda m: got.append(list(m.data[2:])),
+                                 qos.LOG)
+    graph = Graph(context, joy, pad, listener)
+    try:
+        pad.hold(axes={0: -0.5, 5: -1.0, 4: 0.0})  # steer right, full gas; dead-man not held
+        time.sleep(1.0)
+        assert got == [], "nothing is sent without the dead-man button"
+        pad.hold(buttons={BUTTON_LEFT_SHOULDER: 1})
+        assert _wait(lambda: len(got) > 10)
+        assert got[-1] == [0.5, 1.0, 0.0]
+        pad.hold(buttons={BUTTON_LEFT_SHOULDER: 0})
+        time.sleep(0.3)
+        count = len(got)
+        time.sleep(0.5)
+        assert len(got) == count, "letting go stops the commands (the watchdog then stops the car)"
+    finally:
+        graph.close()
+
+
+# ---------------------------------------------------------------------------------------- learner
+def test_a_real_profiles_learner_refuses_to_start_without_a_demonstration_recorded_on_the_robot(context, run_dir):
+    with pytest.raises(StartRefused, match="no demonstration recorded on arm_real.*refine up arm_real_record_demo"):
+        _node(LearnerNode, context, run_dir=str(run_dir), robot="arm_real")
+    with RunDatabase(run_dir) as db:  # the simulated expert's demonstration does not count
+        record_demonstration(get_task("door_open"), max_steps=20).save(db, db.create_run("door_open"))
+    with pytest.raises(StartRefused, match=r"comes from scripted expert \(sim\).*teleop \(arm_real\)"):
+        _node(LearnerNode, context, run_dir=str(run_dir), robot="arm_real")
+    sim = _node(LearnerNode, context, run_dir=str(run_dir))  # a simulator's learner takes it
+    sim.destroy_node()
+
+
+def test_the_learner_process_and_refine_up_refuse_with_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    learner = subprocess.run(
+        [sys.executable, "-m", "refine_ros.nodes.learner_node", "--ros-args", "-r", "__node:=refusing_learner",
+         "-p", "robot:=arm_real", "-p", f"run_dir:={empty}"], capture_output=True, text=True, timeout=90, env=ENV)
+    text = learner.stderr + learner.stdout
+    assert learner.returncode == 2, text
+    assert "Traceback" not in text and "refine up arm_real_record_demo" in text
+    assert len([line for line in text.splitlines() if "no demonstration recorded" in line]) == 1
+    up = subprocess.run([sys.executable, "-m", "refine_core.cli", "up", "arm_real", "--run", str(empty)],
+                        capture_output=True, text=True, timeout=120, env=ENV)
+    assert up.returncode == 2, up.stderr + up.stdout
+    (line,) = [line for line in up.stderr.splitlines() if line.startswith("refine up: error:")]
+    assert "learner_node" in line and "no demonstration recorded on arm_real" in line
+    assert "refine up arm_real_record_demo" in line and "Traceback" not in up.stderr
+    assert not (empty / "run.db").exists(), "refusing creates no database"
+
+
+# ---------------------------------------------------------------------------------------- keyboard
+def test_keyboard_teleop_drives_from_a_terminal(context):
+    """The keyboard node in its own process on a real pseudo-terminal: a held key drives
+    (auto-repeat), letting go stops, x asserts the e-stop, q quits and the terminal is restored."""
+    master, slave = pty.openpty()
+    before = termios.tcgetattr(slave)
+    listener = Node("keyboard_listener", context=context)
+    got: list[list[float]] = []
+    estops: list[bool] = []
+    listener.create_subscription(Float64MultiArray, "refine/teleop_action", lambda m: got.append(list(m.data[2:])),
+                                 qos.LOG)
+    listener.create_subscription(Bool, "refine/estop", lambda m: estops.append(m.data), qos.COMMAND)
+    graph = Graph(context, listener)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refine_ros.nodes.keyboard_teleop", "--ros-args", "-r", "__node:=keyboard_test",
+         "-p", "task:=door_open"], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
+    reader = threading.Thread(target=proc.stdout.read, daemon=True)  # keep the pipe drained
+    reader.start()
+    try:
+        assert _wait(lambda: listener.count_publishers("refine/teleop_action") > 0, 60.0)
+        time.sleep(1.0)  # the subscription matched
+        for _ in range(20):  # holding w: auto-repeat every 50 ms
+            os.write(master, b"w")
+            time.sleep(0.05)
+        assert got and got[-1] == [0.0, 0.5, 0.0, 1.0], got[-1:]
+        time.sleep(1.0)  # let go: within hold_time (0.6 s) nothing more is sent
+        count = len(got)
+        time.sleep(0.5)
+        assert len(got) == count
+        os.write(master, b"x")
+        assert _wait(lambda: estops == [True]), estops
+        os.write(master, b"q")
+        assert proc.wait(timeout=30) == 0
+        assert termios.tcgetattr(slave) == before, "the terminal is restored"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        graph.close()
+        os.close(master)
+        os.close(slave)
+
+
+# ---------------------------------------------------------------------------------------- simulation
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir):
+    """The documented simulation flow: `refine up door_sim_record_demo` with a driving operator
+    records the simulator's episode (it ends by itself after max_steps), the take is kept, and
+    `refine up door_sim` on the same run directory fits that demonstration and runs a round."""
+    from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
+
+    record = UpOptions(run_dir=run_dir, sets=["sim_node.max_steps=60"], timeout_s=240)
+    pad, operator = FakeGamepad(context), DemoStatus(context)
+    graph = Graph(context, pad, operator)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(run_profile("door_sim_record_demo", record)), daemon=True)
+    runner.start()
+    try:
+        pad.hold(axes={LEFT_Y: 0.8, 3: 0.3}, buttons={BUTTON_LEFT_SHOULDER: 1})  # forward and up
+        assert call(operator.start, Trigger.Request(), timeout=120.0).success
+        stopped = operator.wait_for("stopped", 60.0)
+        assert "the simulator ended episode" in stopped["message"] and stopped["steps"] >= 40, stopped
+        kept = call(operator.label, SetBool.Request(data=True))
+        assert kept.success, kept.message
+        runner.join(60)
+        assert result == [EXIT_STOPPED]
+    finally:
+        graph.close()
+    with RunDatabase(run_dir) as db:
+        run_id = db.latest_run()["id"]
+        demo = db.load_demonstration(run_id)
+        assert demo["source"] == "teleop (door_sim)" and demo["seed"] == 0 and demo["steps"] >= 40
+        assert np.isfinite(demo["rewards"]).all(), "a simulator measures rewards"
+        assert np.median(demo["actions"][:, 1]) == pytest.approx(0.8) and np.median(demo["actions"][:, 2]) == pytest.approx(0.3)
+
+    refine = UpOptions(run_dir=run_dir, rounds=1, episodes=1, max_steps=30, timeout_s=300,
+                       sets=["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"])
+    assert run_profile("door_sim", refine) == EXIT_STOPPED
+    with RunDatabase(run_dir) as db:
+        assert db.latest_run()["id"] == run_id and db.load_demonstration(run_id)["source"] == "teleop (door_sim)"
+        (round0,) = db.rounds(run_id)
+        assert round0["status"] == "committed"
+        assert round0["fit_report"]["n_train"] + round0["fit_report"]["n_val"] == demo["steps"]

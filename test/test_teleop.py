@@ -1,0 +1,202 @@
+"""Gamepad and keyboard -> teleop command, and a take -> a demonstration, without DDS: the rules
+the teleop nodes and the demo recorder apply (refine_ros.teleop, refine_ros.recording)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from refine_core.rollout.demo import DemonstrationError, teleop_source
+from refine_core.store.db import RunDatabase
+from refine_core.tasks.registry import get_task, task_names
+from refine_ros.recording import Take, build_demonstration, save_take, take_problem
+from refine_ros.teleop import (
+    KEYMAPS,
+    STANDARD_JOY_MAPS,
+    TRIGGER_LEFT,
+    TRIGGER_RIGHT,
+    Edges,
+    JoyMap,
+    KeyboardState,
+    joy_map_for,
+)
+
+DOOR = get_task("door_open").spec
+CAR = get_task("car_racing").spec
+
+
+# ---- gamepad -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("task", task_names())
+def test_every_bundled_task_has_a_standard_gamepad_map_and_keys(task):
+    spec = get_task(task).spec
+    joy = joy_map_for(spec)
+    assert joy is STANDARD_JOY_MAPS[task] and len(joy.axes) == len(spec.actions)
+    released = [0.0] * 6  # sticks centred, triggers released (game_controller_node: 0)
+    rest = joy.command(spec, released)
+    assert np.all(rest >= spec.action_low) and np.all(rest <= spec.action_high)
+    KeyboardState(spec, KEYMAPS[task])  # fits the task's actions
+
+
+def test_the_door_map_moves_with_the_sticks_and_grips_with_the_trigger():
+    joy = joy_map_for(DOOR)
+    axes = [0.0] * 6
+    assert joy.command(DOOR, axes).tolist() == [0.0, 0.0, 0.0, 1.0], "at rest: no motion, gripper open"
+    axes[0], axes[1] = -0.5, 1.0  # left stick right and forward
+    axes[TRIGGER_RIGHT] = -1.0  # trigger pressed: close
+    assert joy.command(DOOR, axes).tolist() == [0.5, 1.0, 0.0, 0.0]
+    axes[0] = 0.03  # inside the dead zone
+    assert joy.command(DOOR, axes, deadzone=0.05)[0] == 0.0
+
+
+def test_the_car_map_steers_left_with_the_stick_left_and_uses_the_triggers():
+    joy = joy_map_for(CAR)
+    axes = [0.0] * 6
+    axes[0] = 1.0  # stick fully left: the task's negative steer is left
+    axes[TRIGGER_RIGHT], axes[TRIGGER_LEFT] = -0.5, -1.0
+    assert joy.command(CAR, axes).tolist() == [-1.0, 0.5, 1.0]
+
+
+def test_a_custom_map_is_checked_against_the_task():
+    joy = joy_map_for(CAR, axes=[2, -1, 4], scales=[3.0, 0.0, -1.0], offsets=[0.0, 0.2, 0.0])
+    assert joy.command(CAR, [0.0, 0.0, 1.0, 0.0, -0.5]).tolist() == [1.0, 0.2, 0.5], "clipped to the bounds"
+    with pytest.raises(ValueError, match="3 actions"):
+        joy_map_for(CAR, axes=[0, 1], scales=[1.0, 1.0], offsets=[0.0, 0.0])
+    with pytest.raises(ValueError, match="one entry per action"):
+        JoyMap((0, 1), (1.0,), (0.0, 0.0))
+    with pytest.raises(ValueError, match="reads axis 4"):
+        joy.command(CAR, [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="not finite"):
+        joy.command(CAR, [0.0, 0.0, math.nan, 0.0, 0.0])
+
+
+def test_buttons_act_once_per_press():
+    edges = Edges()
+    wanted = {"start": 6, "stop": 4, "keep": -1}
+    assert edges.pressed([0] * 10, wanted) == []
+    pressed = [0] * 10
+    pressed[6] = 1
+    assert edges.pressed(pressed, wanted) == ["start"]
+    assert edges.pressed(pressed, wanted) == [], "held, not pressed again"
+    assert edges.pressed([0] * 10, wanted) == []
+    assert edges.pressed(pressed, wanted) == ["start"]
+
+
+# ---- keyboard ------------------------------------------------------------------------------------
+def test_a_held_key_drives_and_letting_go_stops_within_the_hold_time():
+    keys = KeyboardState(DOOR, KEYMAPS["door_open"], hold_s=0.6, scale=0.5)
+    assert keys.command(0.0) is None, "no key: nothing to publish"
+    keys.press("w", 0.0)
+    assert keys.command(0.1).tolist() == [0.0, 0.5, 0.0, 1.0]
+    keys.press("w", 0.55)  # auto-repeat of the held key
+    assert keys.command(1.0).tolist() == [0.0, 0.5, 0.0, 1.0]
+    assert keys.command(1.2) is None, "let go: nothing is published, the watchdog stops the arm"
+    keys.press("d", 2.0)
+    keys.press(" ", 2.1)  # space stops at once
+    assert keys.command(2.2) is None
+
+
+def test_the_gripper_key_latches_and_control_keys_are_named():
+    keys = KeyboardState(DOOR, KEYMAPS["door_open"], hold_s=0.6)
+    keys.press("c", 0.0)
+    assert keys.command(0.1).tolist() == [0.0, 0.0, 0.0, 0.0], "the closing is sent"
+    keys.press("r", 5.0)
+    assert keys.command(5.1).tolist() == [0.0, 0.0, 1.0, 0.0], "moving up keeps the grip"
+    assert [keys.press(k, 6.0) for k in "x1y2nuq"] == ["estop", "start", "keep", "stop", "discard", "rearm", "quit"]
+    assert keys.press("Z", 6.0) is None
+
+
+# ---- a take -> a demonstration -----------------------------------------------------------------
+def _drive(take: Take, steps: int, width: int, *, actions_from: int = 0, t0: float = 0.0, dt: float = 0.02) -> None:
+    """Observation k carries value k everywhere; the action sent after it is k + 0.5."""
+    for k in range(steps):
+        take.on_observation([float(k)] * width, k, t0 + k * dt)
+        if k >= actions_from:
+            take.on_action([k + 0.5] * take.axes)
+
+
+def test_each_observation_pairs_with_the_action_executed_until_the_next():
+    take = Take(axes=4)
+    _drive(take, 20, 39, actions_from=3)
+    take.finish()
+    obs, actions, rewards = take.arrays()
+    assert rewards is None, "a robot measures no reward"
+    assert obs[:, 0].tolist() == list(range(3, 20)), "no action before observation 3: dropped"
+    assert actions[:, 0].tolist() == [k + 0.5 for k in range(3, 20)]
+    assert take_problem(take, min_steps=10, max_gap_s=0.5) is None
+
+
+def test_a_simulators_rewards_decide_which_steps_happened():
+    take = Take(axes=4, episode=7)
+    _drive(take, 6, 39)
+    for k in range(5):  # the simulator took steps 0-4; observation 5 is the state after the last
+        take.on_reward(k, 1.0 * k, k == 4, 1.0 if k == 4 else 0.0)
+    take.finish()
+    obs, actions, rewards = take.arrays()
+    assert rewards.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and take.done
+    assert obs[:, 0].tolist() == [0, 1, 2, 3, 4, 5] and len(actions) == 5
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("no_actions", "no action reached the robot"), ("short", "fewer than min_steps"), ("gap", "paused for 1.00 s"),
+])
+def test_takes_that_cannot_be_kept_say_why(kind, message):
+    take = Take(axes=4)
+    if kind == "no_actions":  # a dry run: the safety node sends nothing
+        for k in range(30):
+            take.on_observation([0.0] * 39, k, k * 0.02)
+    elif kind == "short":
+        _drive(take, 5, 39)
+    else:
+        _drive(take, 10, 39)
+        _drive(take, 10, 39, t0=1.18)
+    take.finish()
+    assert message in take_problem(take, min_steps=8, max_gap_s=0.5)
+
+
+def _door_take(steps: int = 30) -> Take:
+    take = Take(axes=4)
+    rng = np.random.default_rng(0)
+    for k in range(steps):
+        take.on_observation(rng.uniform(0.0, 0.5, 39), k, k * 0.02)
+        take.on_action(rng.uniform(-0.5, 0.5, 4))
+    take.finish()
+    return take
+
+
+def test_a_take_becomes_a_demonstration_stored_in_one_transaction(tmp_path):
+    task = get_task("door_open")
+    demo = build_demonstration(task, _door_take(), source=teleop_source("arm_real"),
+                               columns=DOOR.observation_columns, seed=-1, label="left hinge", success=True)
+    assert demo.source == "teleop (arm_real)" and demo.steps == 30 and demo.summary["success"] == 1.0
+    assert math.isnan(demo.summary["return"]) and np.isnan(demo.rewards).all()
+    assert demo.inputs["features"].shape == (30, 39)
+    with RunDatabase(tmp_path) as db:
+        run_id, replaced = save_take(db, demo)
+        assert not replaced and db.run(run_id)["status"] == "recorded"
+        row = db.load_demonstration(run_id)
+        assert (row["source"], row["label"], row["steps"]) == ("teleop (arm_real)", "left hinge", 30)
+        assert row["columns"] == list(DOOR.observation_columns)
+        np.testing.assert_allclose(row["actions"], demo.actions)
+        assert len(db.load_steps(run_id, kind="demo")) == 30
+        assert [e["kind"] for e in db.events(run_id)] == ["demonstration"]
+        assert save_take(db, demo) == (run_id, True), "a take recorded again replaces the earlier one"
+
+
+def test_a_take_is_refused_for_a_run_of_another_task_or_with_fitted_rounds(tmp_path):
+    demo = build_demonstration(get_task("door_open"), _door_take(), source="teleop (door_sim)",
+                               columns=DOOR.observation_columns, seed=0, label=None, success=True)
+    with RunDatabase(tmp_path / "car") as db:
+        db.create_run("car_racing")
+        with pytest.raises(DemonstrationError, match="car_racing run"):
+            save_take(db, demo)
+    with RunDatabase(tmp_path / "fitted") as db:
+        run_id, _ = save_take(db, demo)
+        db.save_round(run_id, 0, program="x")
+        with pytest.raises(DemonstrationError, match="already has rounds"):
+            save_take(db, demo)
+        assert len(db.events(run_id, kind="demonstration")) == 1, "nothing of the refused take was written"
+    with pytest.raises(DemonstrationError, match="column 0"):
+        build_demonstration(get_task("door_open"), _door_take(), source="teleop (x)",
+                            columns=list(reversed(DOOR.observation_columns)), seed=0, label=None, success=True)
