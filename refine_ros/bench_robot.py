@@ -16,6 +16,7 @@ real DDS and the real control rate, so nothing here is simulated except the arm'
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import subprocess
@@ -163,7 +164,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     """One round of `episodes` live arm episodes of `steps` steps (the profile's one diagnostic
     and one selection episode, the rest evaluation episodes: the seed plan has only two
     diagnostic seeds); returns the loss and watchdog figures."""
-    from refine_core.rollout.demo import record_demonstration
+    from refine_core.rollout.demo import record_demonstration, teleop_source
     from refine_core.store.db import RunDatabase
     from refine_core.tasks.registry import get_task
     from refine_ros.bench import ros_env
@@ -174,8 +175,10 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     env = ros_env()
     with tempfile.TemporaryDirectory(prefix="refine_bench_robot_") as tmp:
         run_dir = Path(tmp) / "run"
-        with RunDatabase(run_dir) as db:  # stands in for a demonstration recorded on the arm
-            record_demonstration(get_task("door_open"), max_steps=60).save(db, db.create_run("door_open"))
+        with RunDatabase(run_dir) as db:  # stands in for a demonstration teleoperated on the arm
+            demo = dataclasses.replace(record_demonstration(get_task("door_open"), max_steps=60),
+                                       source=teleop_source("arm_real"))
+            demo.save(db, db.create_run("door_open"))
         extra = max(0, episodes - 2)
         options = UpOptions(run_dir=run_dir, rounds=1, episodes=1 if episodes > 1 else episodes, max_steps=steps,
                             live=True, sets=[f"analysis_node.eval_episodes={extra}"])
