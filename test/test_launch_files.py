@@ -106,3 +106,16 @@ def test_missing_optional_nodes_are_skipped_and_missing_required_ones_start_noth
     _fake_install(tmp_path, monkeypatch, missing=("learner_node",))
     with pytest.raises(bringup.LaunchCheckError, match="nothing was started"):
         _evaluate(_load("car_sim").generate_launch_description(), {})
+
+
+@pytest.mark.parametrize("profile", [f"{p}_record_demo" for p in ("door_sim", "car_sim", "arm_real", "rc_car_real")])
+def test_record_demo_launch_files_build_and_end_with_the_recorder(profile, tmp_path, monkeypatch):
+    _fake_install(tmp_path, monkeypatch)
+    description = _load(profile).generate_launch_description()
+    declared = {e.name for e in description.entities if isinstance(e, DeclareLaunchArgument)}
+    assert {"run_dir", "rviz", "robot_state_publisher", "keep_alive"} <= declared
+    _context, actions = _evaluate(description, {"rviz": "false"})
+    names = [Path(a.node_executable).name for a in actions if isinstance(a, Node)]
+    assert "demo_recorder" in names and "safety_node" in names
+    assert len([a for a in actions if isinstance(a, RegisterEventHandler)]) == len(names) - 1, \
+        "every node but robot_state_publisher ends the launch when it exits (the recorder: when it is done)"
