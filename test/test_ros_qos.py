@@ -26,6 +26,13 @@ def _params(**values) -> dict:
     return {"parameter_overrides": [Parameter(k, value=v) for k, v in values.items()]}
 
 
+def _limits(node: str) -> dict:
+    """The arm profile's own values for a robot node (its limits have no code default)."""
+    from refine_ros.bringup import resolve_profile
+
+    return dict(resolve_profile("arm_real", check_modules=False).node(node).parameters)
+
+
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
     """The car_sim nodes and the arm_real robot side, in one context (what runs where does
@@ -45,8 +52,8 @@ def graph(tmp_path_factory):
             SimNode(context=context, **_params(task="car_racing", publish_markers=False)),
             LearnerNode(context=context, **_params(task="car_racing", run_dir=run_dir)),
             RolloutLogger(context=context, **_params(task="door_open", run_dir=run_dir, log_safe_action=True)),
-            SafetyNode(context=context),
-            ArmBridge(context=context),
+            SafetyNode(context=context, **_params(**_limits("safety_node"))),
+            ArmBridge(context=context, **_params(**_limits("arm_bridge"))),
         ]
         time.sleep(1.0)  # discovery within the process
         yield nodes

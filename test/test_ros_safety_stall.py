@@ -17,11 +17,14 @@ from refine_ros.messages import pack_vector  # noqa: E402
 
 @pytest.fixture
 def safety():
+    from refine_ros.bringup import resolve_profile
     from refine_ros.nodes.safety_node import SafetyNode
 
+    limits = dict(resolve_profile("arm_real", check_modules=False).node("safety_node").parameters)
+    limits.update(require_confirmation=False, dry_run=False)  # the arm's limits, no operator
     context = rclpy.Context()
     rclpy.init(context=context)
-    node = SafetyNode(context=context, parameter_overrides=[Parameter("require_confirmation", value=False)])
+    node = SafetyNode(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in limits.items()])
     node.sent = []
     node._send = lambda decision: node.sent.append(decision)  # what would go on the wire
     try:
