@@ -20,7 +20,7 @@ install: $(STAMP) $(SYSSTAMP)
 # prerequisites too: a new launch file or profile reinstalls the package.
 SHARED_FILES := $(wildcard launch/*.launch.py config/*.yaml config/*.rviz urdf/*)
 
-$(STAMP): setup.py setup.cfg requirements-ros.txt package.xml $(SHARED_FILES)
+$(STAMP): setup.py setup.cfg requirements.txt requirements-ros.txt package.xml $(SHARED_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0

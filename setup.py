@@ -6,8 +6,9 @@ find the package either way.
 """
 
 from glob import glob
+from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.dist import Distribution
 
 
@@ -21,6 +22,13 @@ class AmentDistribution(Distribution):
 
 
 PACKAGE = "refine_ros"
+HERE = Path(__file__).resolve().parent
+# One list of the non-ROS Python dependencies, for pip (`-r requirements.txt`) and setuptools alike.
+REQUIREMENTS = [
+    line.split("#", 1)[0].strip()
+    for line in (HERE / "requirements.txt").read_text().splitlines()
+    if line.split("#", 1)[0].strip()
+]
 
 NODES = {
     "sim_node": "refine_ros.nodes.sim_node:main",
@@ -43,7 +51,9 @@ setup(
     description="Self-refining structured robot policies for ROS 2",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["refine_core", "refine_core.*", "refine_ros", "refine_ros.*"]),
+    # namespace discovery: the tasks' programs/ folders hold program texts, read as data, and
+    # setuptools warns (colcon shows it as stderr output) about .py folders it was not told of
+    packages=find_namespace_packages(include=["refine_core", "refine_core.*", "refine_ros", "refine_ros.*"]),
     package_data={"refine_core": ["tasks/*/programs/*.py"]},
     include_package_data=True,
     data_files=[
@@ -53,21 +63,7 @@ setup(
         ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.rviz")),
         ("share/" + PACKAGE + "/urdf", glob("urdf/*")),
     ],
-    install_requires=[
-        "numpy>=1.24",
-        "pandas>=2.0",
-        "scipy>=1.10",
-        "gymnasium[box2d]>=1.0",
-        "metaworld>=3.0",
-        "sqlite-utils>=3.35",
-        "openai>=1.30",
-        "tqdm>=4.60",
-        "matplotlib>=3.7",
-        "pyyaml>=6.0",
-        "opencv-python-headless>=4.8",
-        "mcap>=1.1",
-        "mcap-ros2-support>=0.5",
-    ],
+    install_requires=REQUIREMENTS,
     extras_require={
         "dev": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.4"],
         "ray": ["ray>=2.9"],

@@ -75,10 +75,10 @@ def publish_steps(
     node = rclpy.create_node("bench_step_publisher")
     try:
         pubs = {
-            "observation": node.create_publisher(Float64MultiArray, "refine/observation", qos.STATE),
-            "policy_step": node.create_publisher(Float64MultiArray, "refine/policy_step", qos.STATE),
-            "action": node.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND),
-            "reward": node.create_publisher(Float64MultiArray, "refine/reward", qos.LOG),
+            "observation": node.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL),
+            "policy_step": node.create_publisher(Float64MultiArray, "refine/policy_step", qos.CONTROL),
+            "action": node.create_publisher(Float64MultiArray, "refine/action", qos.CONTROL),
+            "reward": node.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL),
         }
         latched = {
             name: node.create_publisher(String, name, qos.LATCHED)
@@ -239,11 +239,17 @@ def bench_logger(rates: Sequence[float] = (200, 500, 1000, 2000, 4000), seconds:
 
 def bench_ros(progress: bool = True) -> dict[str, object]:
     """Every ROS figure of `refine bench --json`: the logger's lossless rate here, the action
-    latency with the learner in the loop from refine_ros.bench_latency."""
+    latency with the learner in the loop (refine_ros.bench_latency), the car graph's control rate
+    with every node its own process and in one process, side by side (refine_ros.bench_graph),
+    and losses and watchdog trips of the live arm graph under load (refine_ros.bench_robot)."""
     results: dict[str, object] = dict(bench_logger(progress=progress))
+    from refine_ros.bench_graph import bench_graph
     from refine_ros.bench_latency import bench_latency
+    from refine_ros.bench_robot import bench_robot
 
     results.update(bench_latency())
+    results.update(bench_graph(progress=progress))
+    results.update(bench_robot())
     return results
 
 

@@ -1,53 +1,67 @@
-"""The one piece of launch-API code the four launch files share.
+"""The one piece of launch-API code the launch files share.
 
 Imported only by launch files (it needs ROS 2's `launch` / `launch_ros`, which are not on PyPI);
-everything a profile means is decided by `bringup`, which is importable and tested anywhere.
+everything a profile means, and every check made before a process starts, is decided by
+`bringup`, which is importable and tested anywhere. `refine up --processes` runs the same plan
+without `launch` (`refine_ros.processes`), so CI covers what this file starts.
 """
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.conditions import IfCondition
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+)
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
 from launch.launch_description import LaunchDescription
+from launch.logging import get_logger
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from refine_ros import bringup
 
+FINISHED = bringup.LaunchPlan.FINISHED
+
+
+def _end_launch(event, context, reason: str) -> list:
+    """Shut the launch down, unless it is already shutting down. A node that exits cleanly
+    was told to (Ctrl-C reaches the nodes and launch at once), so only a failure is reported."""
+    if context.is_shutdown:
+        return []
+    actions = [EmitEvent(event=Shutdown(reason=reason))]
+    if event.returncode != 0 or reason.endswith(FINISHED):
+        actions.insert(0, LogInfo(msg=f"[refine_ros] {reason} (exit code {event.returncode}): ending the launch"))
+    return actions
+
 
 def _profile_nodes(context, profile_name: str):
+    """Resolve the profile with the command line's arguments, check everything, then return
+    every process at once: a failed check raises here, before any process exists."""
     names = [arg.name for arg in bringup.launch_arguments(profile_name)]
     overrides = {name: LaunchConfiguration(name).perform(context) for name in names}
-    profile = bringup.resolve_profile(profile_name, overrides)
-    actions = [
-        Node(
-            package=spec.package,
-            executable=spec.executable,
-            name=spec.name,
-            parameters=[spec.parameters],
-            remappings=list(spec.remappings),
-            output="screen",
+    plan = bringup.launch_plan(bringup.resolve_profile(profile_name, overrides))
+    logger = get_logger("refine_ros")
+    for warning in plan.skipped:
+        logger.warning(warning)
+    actions: list = []
+    for planned in plan.nodes:
+        node = Node(
+            executable=str(planned.executable),  # found and checked by bringup.launch_plan
+            name=planned.name,
+            parameters=[planned.parameters] if planned.parameters else None,
+            remappings=list(planned.remappings),
+            arguments=list(planned.arguments),
+            output=planned.output,
         )
-        for spec in profile.nodes
-    ]
-    if profile.urdf is not None:
-        actions.append(
-            Node(
-                package="robot_state_publisher",
-                executable="robot_state_publisher",
-                name="robot_state_publisher",
-                parameters=[{"robot_description": profile.robot_description()}],
-                output="screen",
-            )
-        )
-    actions.append(
-        Node(
-            package="rviz2",
-            executable="rviz2",
-            name="rviz2",
-            arguments=["-d", str(profile.rviz_config)],
-            condition=IfCondition(LaunchConfiguration("rviz")),
-            output="log",
-        )
-    )
+        actions.append(node)
+        reason = plan.exit_reason(planned.name)  # None: closing RViz, say, does not end a run
+        if reason is not None:
+            actions.append(RegisterEventHandler(OnProcessExit(
+                target_action=node, on_exit=lambda event, context, why=reason: _end_launch(event, context, why))))
+    if plan.keep_alive:
+        logger.info("keep_alive:=true: the nodes keep running after the run ends; Ctrl-C stops them")
     return actions
 
 

@@ -1,20 +1,26 @@
-"""QoS profiles, chosen per data kind rather than per topic, so every node agrees.
+"""QoS profiles, chosen per data kind, and per topic for each side of it.
 
-- STATE: observations and actions at the control rate. Reliable with a short queue: a late
-  control value is useless, but a dropped one must be visible to the logger as a gap.
-- CONTROL: the control loop's streams (observation, action, policy step, reward). Reliable,
-  with a writer history deep enough that a subscriber which also records every sample (the
-  rollout logger) can fall behind for a moment without the writer overwriting samples it has
-  not acknowledged; a lockstep subscriber still sees one message per step.
-- LOG: the logger's subscriptions. Reliable and deep so a slow disk never drops a row while
-  the publisher keeps its own (short) queue and is never blocked by it.
+- CONTROL: the writers of every stream the rollout logger records (observation, action,
+  policy step, reward, expert action, safe action) and the learner's reading of observations
+  and rewards. Reliable with a deep writer history (200 samples, 4 s at 50 Hz): a subscriber
+  that records every sample can fall behind for a moment without the writer overwriting
+  samples it has not acknowledged, and the learner answers every observation in order (each
+  action carries the step it answers), so no step goes missing from the log.
+- LOG: the logger's subscriptions. Reliable and deep (5000) so a slow disk never drops a row;
+  the reader queue absorbs the burst and the writers are never blocked by it.
+- STATE: state nobody records sample by sample (typed scene topics, safety/status, the safety
+  node's observation heartbeat). Reliable, short queue: the newest value is what counts.
+- COMMAND: readers of commands that act on the newest one only (the sim node's actions, the
+  safety node's policy / teleop commands and e-stop, the bridges' safe actions) and the
+  writers of hardware commands. Reliable, depth 1. A command topic the logger also records
+  (refine/action, refine/safe_action) is written CONTROL, so the depth-1 readers still get the
+  newest sample while the logger gets them all.
 - LATCHED: programs, round events and column names. Reliable + transient local so a node that
   starts late still receives the last value (no polling).
 - REQUEST: the analysis node's requests to the learner and its answers. Reliable + transient
   local, depth 1: a node that starts (or restarts) late receives exactly the request that is
   waiting for it, never an older one it would run again.
-- COMMAND: safety and hardware commands. Reliable, depth 1: only the newest command matters.
-- SENSOR: camera images and markers, best effort like sensor drivers publish them.
+- SENSOR: camera images, markers and driver sensor inputs, best effort as drivers publish.
 """
 
 from rclpy.qos import (

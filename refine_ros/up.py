@@ -1,5 +1,7 @@
 """`refine up PROFILE`: a profile's whole node set in one process, for machines without
-`ros2 launch` (a venv with the ROS 2 client wheels is enough).
+`ros2 launch` (a venv with the ROS 2 client wheels is enough). With `--processes` every node
+runs in its own process instead, started exactly as the launch files start it
+(`refine_ros.processes`).
 
 Why it is built this way:
 - The node set, parameters and remappings come from `bringup.resolve_profile`, the same
@@ -73,6 +75,8 @@ class UpOptions:
     """`node.param=value` overrides (value parsed as YAML)."""
     timeout_s: float | None = None
     """Stop after this many seconds even if the run is not over."""
+    processes: bool = False
+    """Every node in its own process, started from its executable as `ros2 launch` does."""
 
 
 def parse_set(text: str) -> tuple[str, str, Any]:
@@ -93,12 +97,13 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     """Resolve the profile with the options applied (no ROS needed: tested on its own)."""
     overrides: dict[str, Any] = {}
     declared = {a.name for a in _arguments(name)}
-    for arg, value in (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
-                       ("episodes", options.episodes)):
+    given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
+             ("episodes", options.episodes), ("max_steps", options.max_steps), ("transcript", options.transcript))
+    for arg, value in given:
         if value is not None and arg in declared:
             overrides[arg] = str(value) if isinstance(value, Path) else value
-    if "rviz" in declared:
-        overrides["rviz"] = False  # RViz is a separate program; never started in-process
+    # RViz and robot_state_publisher are separate programs, never started by `refine up`
+    overrides.update({"rviz": False, "robot_state_publisher": False, "keep_alive": False})
     if "dry_run" in declared:
         overrides["dry_run"] = not options.live
     profile = resolve_profile(name, overrides)
@@ -109,17 +114,10 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
         if node in params:
             params[node][param] = value
 
-    if options.max_steps is not None:
-        put("analysis_node", "max_steps", int(options.max_steps))
-    if options.transcript is not None:
-        put("analysis_node", "transcript", str(options.transcript))
-    for arg, value in (("run_dir", options.run_dir), ("analyst", options.analyst), ("rounds", options.rounds),
-                       ("episodes", options.episodes)):
+    for arg, value in given:
         if value is not None and arg not in declared:  # a profile without the argument still gets it
-            target = {"analyst": ("analysis_node",), "episodes": ("analysis_node",),
-                      "rounds": ("analysis_node",),
-                      "run_dir": ("learner_node", "analysis_node", "rollout_logger")}[arg]
-            for node in target:
+            targets = ("learner_node", "analysis_node", "rollout_logger") if arg == "run_dir" else ("analysis_node",)
+            for node in targets:
                 put(node, arg, str(value) if isinstance(value, Path) else value)
     for text in options.sets:
         node, param, value = parse_set(text)
@@ -195,8 +193,40 @@ def run_profile(profile: str, options: UpOptions) -> int:
     the demonstration is saved); returns the exit code."""
     resolved = plan_profile(profile, options)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
+    if options.processes:
+        return _run_processes(resolved, options)
     with control_switch_interval():
         return _run(profile, resolved, options)
+
+
+def _run_processes(resolved: Profile, options: UpOptions) -> int:
+    """The profile's nodes as separate processes (`refine_ros.processes`), until the analysis
+    node exits; Ctrl-C stops every node as `ros2 launch` would."""
+    from refine_ros.bringup import launch_plan
+    from refine_ros.processes import ProcessGraph
+
+    graph = ProcessGraph(launch_plan(resolved))
+    code = EXIT_STOPPED
+    try:
+        graph.start()
+        outcome = graph.wait(options.timeout_s)
+        if outcome == "timeout":
+            print(f"[refine] timeout after {options.timeout_s:g} s; the run did not finish", flush=True)
+            code = EXIT_TIMEOUT
+        elif outcome.startswith("crashed:"):
+            name = outcome.split(":", 1)[1]
+            print(f"[refine] {name} exited before the run finished (exit code {graph.node(name).returncode})",
+                  flush=True)
+            code = EXIT_TIMEOUT
+    except KeyboardInterrupt:
+        print("[refine] interrupted", flush=True)
+        code = EXIT_INTERRUPTED
+    finally:
+        for report in graph.stop():
+            if report.signals[1:] or (report.returncode not in (0, None) and code == EXIT_STOPPED):
+                print(f"[refine] {report.name}: exit code {report.returncode} after {report.seconds:.1f} s "
+                      f"({', '.join(report.signals)})", flush=True)
+    return code
 
 
 def _run(profile: str, resolved: Profile, options: UpOptions) -> int:

@@ -17,6 +17,7 @@ from refine_ros.bringup import ProfileError, coerce, profile_names, resolve_prof
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("door_sim", "car_sim", "pendulum_sim", "arm_real", "rc_car_real")
+ALL_PROFILES = (*PROFILES, *(f"{p}_record_demo" for p in ("door_sim", "car_sim", "arm_real", "rc_car_real")))
 """The refinement profiles (an analysis node runs the method)."""
 RECORD_PROFILES = ("door_sim_record_demo", "car_sim_record_demo", "arm_real_record_demo", "rc_car_real_record_demo")
 """The profiles that record a teleoperated demonstration, one per refinement profile with a teleop story."""
@@ -74,6 +75,18 @@ def test_overrides_reach_the_node_parameters(name):
     # overrides never leak into the next resolution
     defaults = {a.name: a.default for a in bringup.launch_arguments(name)}
     assert resolve_profile(name, check_modules=False).arguments == defaults
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_unset_arguments_leave_the_node_defaults_and_empty_means_unset(name):
+    profile = resolve_profile(name, {"max_steps": ""}, check_modules=False)
+    assert profile.arguments["max_steps"] is None
+    assert "max_steps" not in profile.node("analysis_node").parameters
+    capped = resolve_profile(name, {"max_steps": "40", "transcript": "/tmp/t.jsonl"}, check_modules=False)
+    assert capped.node("analysis_node").parameters["max_steps"] == 40
+    assert capped.node("analysis_node").parameters["transcript"] == "/tmp/t.jsonl"
+    described = {a.name: a for a in bringup.launch_arguments(name)}
+    assert described["max_steps"].default_text == "" and "node's own default" in described["max_steps"].description
 
 
 def test_python_values_work_as_overrides_too():
@@ -172,6 +185,8 @@ def test_a_missing_node_module_is_reported(fake_share):
         ({"kind": "orbital"}, "kind must be one of"),
         ({"nodes": "sim_node"}, "'nodes' must be a list"),
         ({"arguments": {"rounds": 3}}, "argument 'rounds' needs a mapping with a 'default'"),
+        ({"arguments": {"rounds": {"type": "integer"}}}, "or a 'type'"),
+        ({"arguments": {"rounds": {"default": "3", "type": "int"}}}, "default that is not a int"),
         ({"nodes": [{"name": "a", "executable": "a", "module": "m"}]}, "needs a non-empty string 'class'"),
         ({"urdf": "nowhere.urdf"}, "URDF 'nowhere.urdf' not found"),
     ],
@@ -193,6 +208,12 @@ def test_duplicate_nodes_bad_argument_refs_and_empty_lists(fake_share):
     _write(fake_share, "mini", _profile(nodes=[{**node, "parameters": {"hold_axes": []}}]))
     with pytest.raises(ProfileError, match="empty list"):
         resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(nodes=[{**node, "from_profile": {"task": "kind"}}]))
+    with pytest.raises(ProfileError, match="can take only task"):
+        resolve_profile("mini", check_modules=False)
+    _write(fake_share, "mini", _profile(arguments={"run_dir": {"default": "x"}, "rviz": {"default": True}}))
+    with pytest.raises(ProfileError, match="launch option every profile has"):
+        resolve_profile("mini", check_modules=False)
 
 
 def test_invalid_yaml_is_a_clear_error(fake_share):
@@ -208,9 +229,47 @@ def test_invalid_yaml_is_a_clear_error(fake_share):
 
 def test_launch_arguments_carry_defaults_for_ros2_launch():
     args = {a.name: a for a in bringup.launch_arguments("arm_real")}
-    assert {"analyst", "run_dir", "rounds", "rviz", "dry_run", "episodes"} <= set(args)
+    assert {"analyst", "run_dir", "rounds", "rviz", "robot_state_publisher", "keep_alive", "dry_run", "episodes",
+            "max_steps", "transcript"} <= set(args)
     assert args["dry_run"].default_text == "true" and args["rounds"].default_text == "3"
+    assert args["rviz"].default_text == "true" and args["keep_alive"].default_text == "false"
     assert all(a.description for a in args.values())
+
+
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_a_profile_sets_only_what_differs_from_the_node_defaults(name):
+    """Every default has one home: a node's PARAMETERS table (or the safety node's DEFAULTS).
+    A profile value equal to it, or an argument default equal to the default of a parameter it
+    feeds, would be a second copy that silently stops mattering when the node's changes.
+    Values must also have the declared type (rclpy refuses 50 for a float parameter)."""
+    import importlib
+
+    from refine_ros.params import Required, default_of
+
+    ros_types = {"double": float, "integer": int, "bool": bool, "string": str, "double_array": list,
+                 "integer_array": list, "string_array": list}
+    data = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+    arguments = data["arguments"]
+    for node in data["nodes"]:
+        module = importlib.import_module(node["module"])
+        table = getattr(module, "PARAMETERS", None) or module.DEFAULTS
+        defaults = {k: default_of(v) for k, v in table.items()}
+        for param, value in (node.get("parameters") or {}).items():
+            default = defaults[param]
+            if isinstance(default, Required):  # no code default: the profile is its one home
+                assert isinstance(value, ros_types[default.type]), f"{name}: {node['name']}.{param} is not a " \
+                    f"{default.type}"
+                continue
+            assert value != default, f"{name}: {node['name']}.{param} repeats the node's default {value!r}"
+            assert type(value) is type(default), f"{name}: {node['name']}.{param} is not a {type(default).__name__}"
+        for param, arg in (node.get("from_arguments") or {}).items():
+            spec = arguments[arg]
+            if "default" in spec:
+                assert spec["default"] != defaults[param], \
+                    f"{name}: argument {arg} repeats {node['name']}.{param}'s default; leave its default unset"
+                assert type(spec["default"]) is type(defaults[param]), (name, arg)
+            else:
+                assert spec["type"] == type(defaults[param]).__name__, (name, arg)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "urdf").glob("*.urdf")), ids=lambda p: p.name)
@@ -289,7 +348,10 @@ def test_record_profiles_drive_through_the_safety_node_into_the_recorder(name):
         sim = profile.node("sim_node")
         assert sim.parameters["real_time"] is True and recorder["reset_service"] == "sim/reset"
         assert dict(sim.remappings) == {"refine/action": "refine/safe_action"}, "the sim executes what the safety node sends"
-        assert sim.parameters["seed"] == 0
+        from refine_ros.nodes.sim_node import PARAMETERS as SIM_PARAMETERS
+
+        # the task's demonstration seed: the sim node's own default, which the profile leaves
+        assert sim.parameters.get("seed", SIM_PARAMETERS["seed"].default) == 0
     else:
         assert "sim_node" not in names and "reset_service" not in recorder
         assert profile.dry_run is True and profile.node("safety_node").parameters["dry_run"] is True
@@ -367,3 +429,117 @@ def test_include_takes_nodes_from_another_profile_and_refuses_cycles_and_unknown
     _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["rollout_logger"]}))
     with pytest.raises(ProfileError, match="appears twice"):
         resolve_profile("mini", check_modules=False)
+
+
+# ----------------------------------------------------------------------------- pre-launch checks
+def _exe(path: Path, first_line: str = "#!/bin/sh") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(first_line + "\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def installed(tmp_path):
+    """A finder over a fake install: every refine_ros executable, and the external packages
+    the test puts there."""
+    def make(*externals: str):
+        found = {}
+        for package in ("refine_ros", *externals):
+            executables = ["rviz2"] if package == "rviz2" else (
+                ["robot_state_publisher"] if package == "robot_state_publisher" else
+                ["sim_node", "learner_node", "rollout_logger", "analysis_node", "safety_node", "arm_bridge",
+                 "rc_car_bridge", "track_detector"])
+            for exe in executables:
+                found[(package, exe)] = _exe(tmp_path / "lib" / package / exe)
+        return lambda package, exe: found.get((package, exe))
+    return make
+
+
+def test_missing_optional_nodes_are_skipped_with_a_warning(installed):
+    plan = bringup.launch_plan(resolve_profile("car_sim"), finder=installed())
+    names = [n.name for n in plan.nodes]
+    assert names == ["sim_node", "learner_node", "rollout_logger", "analysis_node"]
+    assert len(plan.skipped) == 2
+    assert "robot_state_publisher is not installed" in plan.skipped[0] and "robot_state_publisher:=false" in plan.skipped[0]
+    assert "rviz2 is not installed" in plan.skipped[1] and "rviz:=false" in plan.skipped[1]
+
+
+def test_installed_optional_nodes_start_and_each_can_be_turned_off(installed):
+    finder = installed("rviz2", "robot_state_publisher")
+    plan = bringup.launch_plan(resolve_profile("door_sim"), finder=finder)
+    optional = {n.name: n for n in plan.nodes if n.optional}
+    assert set(optional) == {"robot_state_publisher", "rviz2"} and not plan.skipped
+    assert "<robot" in optional["robot_state_publisher"].parameters["robot_description"]
+    assert optional["rviz2"].arguments[0] == "-d" and optional["rviz2"].arguments[1].endswith("refine.rviz")
+    off = bringup.launch_plan(resolve_profile("door_sim", {"rviz": "false", "robot_state_publisher": "false"}),
+                              finder=finder)
+    assert not [n for n in off.nodes if n.optional] and not off.skipped
+
+
+def test_a_missing_required_executable_stops_the_launch_before_anything_starts(installed):
+    present = installed()
+
+    def finder(package, exe):
+        return None if exe in ("learner_node", "rollout_logger") else present(package, exe)
+
+    with pytest.raises(bringup.LaunchCheckError) as err:
+        bringup.launch_plan(resolve_profile("car_sim"), finder=finder)
+    text = str(err.value)
+    assert "nothing was started" in text
+    assert "'learner_node' of package 'refine_ros' not found" in text and "'rollout_logger'" in text
+
+
+def test_node_scripts_whose_python_lacks_the_dependencies_are_refused(tmp_path):
+    """colcon writes the interpreter it ran under into every node script; one without the
+    dependencies would start, crash on import and leave the rest of the graph waiting."""
+    import sys
+
+    good = _exe(tmp_path / "good" / "sim_node", f"#!{sys.executable}")
+    bare = _exe(tmp_path / "bare" / "sim_node", f"#!{tmp_path}/gone/python3")  # a venv since deleted
+    profile = resolve_profile("car_sim", {"rviz": "false", "robot_state_publisher": "false"})
+    plan = bringup.launch_plan(profile, finder=lambda package, exe: good)
+    assert len(plan.nodes) == 4
+    with pytest.raises(bringup.LaunchCheckError, match="cannot be run"):
+        bringup.launch_plan(profile, finder=lambda package, exe: bare)
+    lacking = _exe(tmp_path / "lacking" / "python3", "#!/bin/sh\necho torch,gymnasium")  # finds neither
+    with pytest.raises(bringup.LaunchCheckError, match=r"which cannot import torch, gymnasium.*python -m colcon"):
+        bringup.launch_plan(profile, finder=lambda package, exe: _exe(tmp_path / "n" / exe, f"#!{lacking}"))
+    missing = bringup.missing_imports(sys.executable, ("yaml", "surely_not_a_module_xyz"))
+    assert missing == ["surely_not_a_module_xyz"]
+    assert bringup.script_interpreter(good) == sys.executable
+    assert bringup.script_interpreter(_exe(tmp_path / "env" / "x", "#!/usr/bin/env python3")) == "python3"
+
+
+def test_the_plan_says_when_the_launch_ends(installed):
+    plan = bringup.launch_plan(resolve_profile("car_sim", {"rviz": "false", "robot_state_publisher": "false"}),
+                               finder=installed("rviz2"))
+    assert plan.ends_with == "analysis_node" and plan.exit_reason("analysis_node").endswith(plan.FINISHED)
+    assert "learner_node exited" in plan.exit_reason("learner_node")
+    kept = bringup.launch_plan(resolve_profile("car_sim", {"keep_alive": "true"}), finder=installed("rviz2"))
+    assert kept.ends_with is None and kept.exit_reason("analysis_node") is None
+    assert kept.exit_reason("rviz2") is None, "closing RViz does not end a run"
+    assert "sim_node exited" in kept.exit_reason("sim_node")
+
+
+def test_the_command_is_what_launch_ros_runs(installed, tmp_path):
+    plan = bringup.launch_plan(resolve_profile("car_sim", {"rviz": "false", "robot_state_publisher": "false"}),
+                               finder=installed())
+    sim = plan.nodes[0]
+    assert sim.command(tmp_path / "p.yaml") == [str(sim.executable), "--ros-args", "-r", "__node:=sim_node",
+                                                "--params-file", str(tmp_path / "p.yaml")]
+    assert sim.params_document() == {"/sim_node": {"ros__parameters": {"task": "car_racing"}}}
+
+
+def test_the_real_finder_finds_this_package_and_not_a_missing_one():
+    assert bringup.find_executable("refine_ros", "sim_node") is not None
+    assert bringup.find_executable("refine_ros", "no_such_node") is None
+    assert bringup.find_executable("surely_not_a_ros_package", "rviz2") is None
+
+
+def test_a_record_demo_launch_ends_with_the_stored_demonstration(installed):
+    finder = installed()
+    plan = bringup.launch_plan(resolve_profile("door_sim_record_demo", {"rviz": "false"}),
+                               finder=lambda package, exe: finder("refine_ros", "sim_node") if package == "refine_ros"
+                               else finder(package, exe))
+    assert plan.ends_with == "demo_recorder" and plan.exit_reason("demo_recorder").endswith(plan.FINISHED)

@@ -1,6 +1,8 @@
 """Each launch file imports, declares its arguments and, evaluated in a launch context, yields
-the profile's nodes plus robot_state_publisher and (when rviz:=true) rviz2. Needs the real
-`launch` / `launch_ros` packages, which exist in a ROS 2 install but not as PyPI wheels."""
+the profile's nodes (at the executables bringup found), robot_state_publisher and rviz2 when
+installed and wanted, and the exit handlers that end the launch with the run. Needs the real
+`launch` / `launch_ros` packages, which exist in a ROS 2 install but not as PyPI wheels; the
+same plan is covered without them by test_bringup.py and test_ros_multiprocess.py."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ pytest.importorskip(
     "launch_ros", reason="the ROS 2 'launch_ros' package is not installed (it ships with ROS 2, not PyPI)"
 )
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction  # noqa: E402
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler  # noqa: E402
 from launch_ros.actions import Node  # noqa: E402
 
+from refine_ros import bringup  # noqa: E402
 from refine_ros.bringup import resolve_profile  # noqa: E402
 
 LAUNCH_DIR = Path(__file__).resolve().parents[1] / "launch"
@@ -47,25 +50,72 @@ def _evaluate(description, overrides: dict[str, str]):
     return context, opaque[0].execute(context)
 
 
+def _fake_install(tmp_path, monkeypatch, *, missing=()):
+    """Every executable present except `missing` (rviz2 and robot_state_publisher included)."""
+    def finder(package, executable):
+        if executable in missing:
+            return None
+        path = tmp_path / "lib" / package / executable
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return path
+
+    monkeypatch.setattr(bringup, "find_executable", finder)
+    real = bringup.launch_plan
+    monkeypatch.setattr(bringup, "launch_plan", lambda profile, **kw: real(profile, **{"finder": finder, **kw}))
+
+
 @pytest.mark.parametrize("profile", PROFILES)
-def test_launch_file_builds_the_profile_node_set(profile):
+def test_launch_file_builds_the_profile_node_set(profile, tmp_path, monkeypatch):
+    _fake_install(tmp_path, monkeypatch)
     description = _load(profile).generate_launch_description()
     assert isinstance(description, launch.LaunchDescription)
     declared = {e.name for e in description.entities if isinstance(e, DeclareLaunchArgument)}
-    required = {"analyst", "run_dir", "rounds", "rviz", "episodes"}
+    required = {"analyst", "run_dir", "rounds", "episodes", "max_steps", "rviz", "robot_state_publisher",
+                "keep_alive"}
     if profile.endswith("_real"):
         required.add("dry_run")
     assert required <= declared
 
     overrides = {"rounds": "5", "rviz": "false"}
     context, actions = _evaluate(description, overrides)
-    assert all(isinstance(a, Node) for a in actions)
+    nodes = [a for a in actions if isinstance(a, Node)]
+    handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]
     expected = resolve_profile(profile, overrides)
-    executables = [a.node_executable for a in actions]
-    assert executables[: len(expected.nodes)] == [n.executable for n in expected.nodes]
-    assert "robot_state_publisher" in executables
-    rviz = [a for a in actions if a.node_executable == "rviz2"]
-    assert len(rviz) == 1 and rviz[0].condition.evaluate(context) is False
+    executables = [Path(a.node_executable).name for a in nodes]
+    assert executables == [n.executable for n in expected.nodes] + ["robot_state_publisher"]
+    assert all(Path(a.node_executable).is_absolute() for a in nodes), "found and checked before the launch"
+    # every required node ends the launch when it exits; robot_state_publisher does not
+    assert len(handlers) == len(expected.nodes)
 
-    context.launch_configurations["rviz"] = "true"
-    assert rviz[0].condition.evaluate(context) is True
+    context.launch_configurations.update({"rviz": "true", "keep_alive": "true"})
+    opaque = [e for e in description.entities if isinstance(e, OpaqueFunction)][0]
+    actions = opaque.execute(context)
+    assert "rviz2" in [Path(a.node_executable).name for a in actions if isinstance(a, Node)]
+    assert len([a for a in actions if isinstance(a, RegisterEventHandler)]) == len(expected.nodes) - 1, \
+        "keep_alive: the analysis node's exit no longer ends the launch"
+
+
+def test_missing_optional_nodes_are_skipped_and_missing_required_ones_start_nothing(tmp_path, monkeypatch):
+    _fake_install(tmp_path, monkeypatch, missing=("rviz2", "robot_state_publisher"))
+    _context, actions = _evaluate(_load("car_sim").generate_launch_description(), {})
+    names = [Path(a.node_executable).name for a in actions if isinstance(a, Node)]
+    assert names == ["sim_node", "learner_node", "rollout_logger", "analysis_node"]
+
+    _fake_install(tmp_path, monkeypatch, missing=("learner_node",))
+    with pytest.raises(bringup.LaunchCheckError, match="nothing was started"):
+        _evaluate(_load("car_sim").generate_launch_description(), {})
+
+
+@pytest.mark.parametrize("profile", [f"{p}_record_demo" for p in ("door_sim", "car_sim", "arm_real", "rc_car_real")])
+def test_record_demo_launch_files_build_and_end_with_the_recorder(profile, tmp_path, monkeypatch):
+    _fake_install(tmp_path, monkeypatch)
+    description = _load(profile).generate_launch_description()
+    declared = {e.name for e in description.entities if isinstance(e, DeclareLaunchArgument)}
+    assert {"run_dir", "rviz", "robot_state_publisher", "keep_alive"} <= declared
+    _context, actions = _evaluate(description, {"rviz": "false"})
+    names = [Path(a.node_executable).name for a in actions if isinstance(a, Node)]
+    assert "demo_recorder" in names and "safety_node" in names
+    assert len([a for a in actions if isinstance(a, RegisterEventHandler)]) == len(names) - 1, \
+        "every node but robot_state_publisher ends the launch when it exits (the recorder: when it is done)"

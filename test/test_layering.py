@@ -69,3 +69,22 @@ def test_ros_verbs_and_benchmarks_come_from_entry_points():
     assert all(value.startswith("refine_ros.") for value in verbs.values())
     assert command_modules()["up"] == verbs["up"]
     assert "ros" in {e.name for e in entry_points(group="refine.benchmarks")}
+
+
+def test_the_ros_side_reaches_the_database_only_through_refine_core_store():
+    """The nodes (the rollout logger's writer included) use refine_core.store's methods: no SQL
+    statement and no raw connection use anywhere in refine_ros."""
+    import re
+
+    import refine_ros
+
+    sql = re.compile(r"\b(SELECT\s+.+\s+FROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b"
+                     r"|\.execute(many)?\(|\.conn\b", re.IGNORECASE)
+    offending = []
+    for package in (refine_ros,):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if sql.search(line):
+                    offending.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
+    assert not offending, "\n".join(offending)

@@ -132,6 +132,31 @@ def test_gaps_and_garbage_are_recorded_not_fatal(run_dir):
     db.close()
 
 
+def test_a_restarted_episode_counter_closes_the_old_episode_incomplete(run_dir):
+    """A start event for a counter whose episode is still open (a learner restarted mid
+    episode) closes the old one as incomplete and logs the new one from step 0."""
+    w = _writer(run_dir)
+    w.put("events", pack_json({"event": "start", "episode": 5, "round": 0, "kind": "eval", "seed": 1, "index": 0}))
+    for t in range(4):
+        w.put("observation", pack_vector(5, t, [t, t]))
+        w.put("action", pack_vector(5, t, [0.0, 0.0]))
+    assert wait_for(lambda: w.rows_written >= 2, 5.0), "rows of the first episode are written"
+    w.put("events", pack_json({"event": "start", "episode": 5, "round": 0, "kind": "eval", "seed": 2, "index": 1}))
+    for t in range(3):
+        w.put("observation", pack_vector(5, t, [10 + t, t]))
+        w.put("action", pack_vector(5, t, [1.0, 1.0]))
+        w.put("reward", pack_vector(5, t, [1.0, float(t == 2), 0.0]))
+    w.put("observation", pack_vector(5, 3, [13, 3]))
+    assert wait_for(lambda: w.last_finished == (1, 0, "eval", 1), 5.0)
+    w.stop()
+    assert w.error is None
+    db = RunDatabase(run_dir)
+    episodes = db.episodes(1).set_index("episode")
+    assert episodes.loc[0, "complete"] == 0 and episodes.loc[1, "complete"] == 1
+    assert episodes.loc[1, "steps"] == 3 and list(db.load_steps(1, episode=1)["o1"]) == [10, 11, 12]
+    db.close()
+
+
 def test_label_without_a_finished_episode_is_refused(run_dir):
     w = _writer(run_dir)
     ok, message = w.label(True)

@@ -264,6 +264,7 @@ def test_every_registered_task_runs_in_lockstep_with_its_scene(ros, name):
         assert {s.ns for s in scene.shapes} <= drawn
         assert ("trail" in drawn) == (scene.trail is not None)
         assert {s.ns for s in task.static_shapes(h.sim.env)} <= drawn
+        assert h.wait(lambda: any(e["event"] == "end" for e in h.got["events"]), 5.0)  # its own topic
         end = [e for e in h.got["events"] if e["event"] == "end"][-1]
         assert end["task"] == name and end["steps"] == 8.0 and "metric" in end
     finally:

@@ -24,6 +24,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
                    help="override one node parameter")
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--processes", action="store_true",
+                   help="every node in its own process, started from its executable as ros2 launch does")
     return p
 
 
@@ -36,7 +38,7 @@ def run(args) -> int:
 
     options = UpOptions(run_dir=args.run, analyst=args.analyst, transcript=args.transcript, rounds=args.rounds,
                         episodes=args.episodes, max_steps=args.max_steps, live=args.live, sets=args.set,
-                        timeout_s=args.timeout)
+                        timeout_s=args.timeout, processes=args.processes)
     try:
         return run_profile(args.profile, options)
     except ProfileError as exc:

@@ -1,14 +1,21 @@
 """The `main()` every node executable shares: init, spin, clean shutdown (ros2/demos style).
 
-One place decides how a node process ends: Ctrl-C and an external shutdown are a normal end,
-the node is always destroyed (so loggers flush and envs close) and the context shut down. A
-node that refuses to start (`StartRefused`: a robot-specific parameter the profile must set,
+One place decides how a node process ends. Ctrl-C (SIGINT, which a terminal and `ros2 launch`
+both send) and SIGTERM are a normal end: the node is destroyed first, while its context is still
+valid, so worker threads finish what they were publishing and the logger flushes; only then is
+the context shut down. rclpy's own signal handlers would shut the context down first, and every
+publish from a worker thread after that is an `RCLError` traceback; so they are not installed,
+and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`. A node
+that refuses to start (`StartRefused`: a robot-specific parameter the profile must set,
 inconsistent safety limits, no demonstration recorded on the robot) ends its process with one
 line on the log and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
 
+import gc
+import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -16,19 +23,34 @@ import rclpy
 import rclpy.logging
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from refine_ros.params import StartRefused
 
 EXIT_REFUSED = 2
-__all__ = ["EXIT_REFUSED", "StartRefused", "run_node"]
+SPIN_SLICE_S = 0.1
+"""Longest time the main thread waits in the executor before it looks at signals again."""
+__all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node"]
+
+
+def _stop_on_signal(signum: int, _frame) -> None:
+    """The first SIGINT / SIGTERM ends the spin; a second one (the terminal's Ctrl-C and
+    launch's SIGINT both arrive) must not cut the cleanup short, and a SIGTERM after that (launch
+    escalating after its timeout) ends the process the default way."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise KeyboardInterrupt
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              *, until: Callable[[Node], bool] | None = None, linger: float = 0.0,
              executor: Callable[[], Executor] = SingleThreadedExecutor) -> None:
-    """Spin the node `factory()` builds until shutdown (or until `until(node)` is true, then
+    """Spin the node `factory()` builds until a signal (or until `until(node)` is true, then
     `linger` seconds more, so that what the node published last still reaches late readers)."""
-    rclpy.init(args=args)
+    handles_signals = threading.current_thread() is threading.main_thread()  # (tests spin nodes in threads)
+    if handles_signals:
+        previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = spinner = refused = None
     try:
         spinner = executor()  # first: a Ctrl-C must not land in its constructor
@@ -39,21 +61,28 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
             rclpy.logging.get_logger(getattr(factory, "__name__", "node")).fatal(str(exc))
             return
         spinner.add_node(node)
-        if until is None:
-            spinner.spin()
-        else:
-            while rclpy.ok() and not until(node):
-                spinner.spin_once(timeout_sec=0.2)
-            deadline = time.monotonic() + linger
-            while rclpy.ok() and time.monotonic() < deadline:
-                spinner.spin_once(timeout_sec=0.2)
+        # The imports (torch, MuJoCo, ...) leave a large heap; a full garbage collection over it
+        # held a node up for 100-250 ms. Frozen, it is never scanned again, so the control path's
+        # collections only look at what the node makes from now on.
+        gc.collect()
+        gc.freeze()
+        while rclpy.ok() and not (until is not None and until(node)):
+            spinner.spin_once(timeout_sec=SPIN_SLICE_S)
+        deadline = time.monotonic() + (linger if until is not None else 0.0)
+        while rclpy.ok() and time.monotonic() < deadline:
+            spinner.spin_once(timeout_sec=SPIN_SLICE_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if handles_signals:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing may interrupt the cleanup below
         if spinner is not None:
             spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        if handles_signals:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
         if refused is not None:
             raise SystemExit(EXIT_REFUSED)

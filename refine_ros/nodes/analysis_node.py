@@ -34,6 +34,8 @@ from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
 
 _DEFAULT = RefineConfig()  # the method's defaults live in refine_core, once
+SHUTDOWN_WAIT_S = 2.0
+"""How long destroy_node waits for the method's thread (`ros2 launch` escalates after 5 s)."""
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
@@ -141,12 +143,19 @@ class AnalysisNode(Node):
             self.get_logger().error(f"could not record the interruption:\n{traceback.format_exc()}")
 
     def _publish_status(self, state: str, **extra: Any) -> None:
-        self.pub_status.publish(pack_json({"state": state, "task": self.task.spec.name, "reason": self.stop_reason,
-                                           "run_dir": str(self.run_dir), "rounds_done": self.rounds_done, **extra}))
+        try:
+            self.pub_status.publish(pack_json({"state": state, "task": self.task.spec.name, "reason": self.stop_reason,
+                                               "run_dir": str(self.run_dir), "rounds_done": self.rounds_done,
+                                               **extra}))
+        except Exception:  # noqa: BLE001 - after destroy_node (a shutdown that outlasted the wait) nobody listens
+            if not self.closing.is_set():
+                raise
 
     def destroy_node(self) -> None:
+        """Ends a waiting `refine()` (its wait raises GraphError); an analyst call or sandbox
+        run still going after SHUTDOWN_WAIT_S dies with the process, its round uncommitted."""
         self.closing.set()
-        self._thread.join(10.0)
+        self._thread.join(SHUTDOWN_WAIT_S)
         super().destroy_node()
 
 

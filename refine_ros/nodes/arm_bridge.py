@@ -88,7 +88,7 @@ class ArmBridge(BridgeNode):
 
         self._twist_pub = self.create_publisher(TwistStamped, p("servo_topic"), qos.COMMAND)
         self._gripper_pub = self.create_publisher(Float64, p("gripper_topic"), qos.COMMAND)
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
+        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._columns_pub.publish(pack_json(list(COLUMNS)))
 

@@ -297,7 +297,9 @@ class DemoRecorder(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(DemoRecorder, args)
+    """Ends once the demonstration is stored (as `refine up` does), so `ros2 launch` of a
+    record_demo profile ends with it; the linger lets the latched demo/status reach late readers."""
+    run_node(DemoRecorder, args, until=lambda node: node.finished.is_set(), linger=1.0)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.round_driver import RoundDriver
 
+SHUTDOWN_WAIT_S = 2.0
+"""How long destroy_node waits for the request thread (`ros2 launch` escalates after 5 s)."""
+
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
     "run_dir": Param("runs/ros", "run directory; the demonstration is read from <run_dir>/run.db"),
@@ -208,6 +211,8 @@ class LearnerNode(Node):
             except (ValueError, protocol.ProtocolError) as exc:
                 self.get_logger().error(f"ignored a malformed {kind} request: {exc}")
             except Exception:  # keep serving; say exactly what broke
+                if self._closing.is_set():
+                    return  # the node is gone under this thread: nothing to answer, nobody to tell
                 self.get_logger().error(f"{kind} request failed:\n{traceback.format_exc()}")
 
     def _fit(self, request: dict) -> None:
@@ -245,6 +250,9 @@ class LearnerNode(Node):
             self.pub_columns.publish(pack_json(runner.columns))
             self.get_logger().info(f"round {request['round']}: {len(request['plan'])} episodes")
             episodes, control = self.driver.run(request, runner, self._activate, self._closing)
+        if self._closing.is_set():  # an interrupted round has no answer: the run resumes it
+            self.get_logger().info(f"round {request['round']} interrupted; not answered")
+            return
         self.pub_rollout.publish(pack_json(protocol.rollout_result(
             request["request"], request["run_id"], request["round"], episodes, control)))
 
@@ -324,7 +332,7 @@ class LearnerNode(Node):
         active = self.active
         if active is not None:
             active.fail("the learner is shutting down")
-        self._thread.join(5.0)
+        self._thread.join(SHUTDOWN_WAIT_S)  # a sandboxed fit is left to die with this process
         super().destroy_node()
 
 

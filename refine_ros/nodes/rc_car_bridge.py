@@ -91,7 +91,7 @@ class RcCarBridge(BridgeNode):
 
         kind = Twist if command_type == "twist" else Float64MultiArray
         self._cmd_pub = self.create_publisher(kind, p("command_topic"), qos.COMMAND)
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
+        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._columns_pub.publish(pack_json(list(COLUMNS)))
 

@@ -4,9 +4,11 @@ The rules live in `refine_ros.safety` (tested without DDS); this node feeds it m
 the clock, runs the watchdog on a timer well inside the budget, and reports on
 `safety/status`. With `dry_run` it still decides every command but publishes none.
 
-QoS: commands and the e-stop use COMMAND (reliable, depth 1: only the newest command
-matters, and a reliable e-stop is not silently dropped); the observation heartbeat uses
-STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md.
+QoS: incoming commands and the e-stop are read COMMAND (reliable, depth 1: only the newest
+command matters, and a reliable e-stop is not silently dropped); `refine/safe_action` is
+published CONTROL, a deep writer history, because the rollout logger records every safe command
+and a depth-1 writer would overwrite samples it has not acknowledged; the observation heartbeat
+is read STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md.
 """
 
 from __future__ import annotations
@@ -78,12 +80,14 @@ class SafetyNode(Node):
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
-        self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
+        self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.CONTROL)
         self._status_pub = self.create_publisher(DiagnosticArray, "safety/status", qos.STATE)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_policy, qos.COMMAND)
         self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.STATE)
+        self._last_tick: float | None = None
+        self.late_ticks = 0
         self._watchdog = self.create_timer(self.filter.config.watchdog_period, self._on_tick)
         self._status_timer = self.create_timer(float(self.get_parameter("status_period").value), self._publish_status)
         # services last: an operator tool that sees them knows the node is fully up
@@ -160,7 +164,18 @@ class SafetyNode(Node):
         self.filter.on_observation(msg.data[2:], self._now())
 
     def _on_tick(self) -> None:
-        self._send(self.filter.tick(self._now()))
+        """The watchdog. rclpy runs a ready timer before ready subscriptions, so after this
+        process was held up (a tick more than two periods late) the observations and commands
+        that arrived meanwhile are still queued behind this call: judging now would stop a robot
+        whose inputs are fresh. Such a tick only notes the time; the next one, at most a period
+        later and after those messages, judges."""
+        now = self._now()
+        late = self._last_tick is not None and now - self._last_tick > 2 * self.filter.config.watchdog_period
+        self._last_tick = now
+        if late:
+            self.late_ticks += 1
+            return
+        self._send(self.filter.tick(now))
 
     def _on_rearm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         response.success, response.message = self.filter.rearm()
@@ -181,6 +196,7 @@ class SafetyNode(Node):
     def _publish_status(self) -> None:
         values = self.filter.status(self._now())
         values["dry_run"] = str(self._dry_run)
+        values["late_watchdog_ticks"] = str(self.late_ticks)
         status = DiagnosticStatus(
             level=_LEVEL.get(values["state"], DiagnosticStatus.WARN),
             name="refine safety",

@@ -20,8 +20,10 @@ offscreen camera image. `sim/reset` resets with the `seed` parameter (and the
 before it answers. Episode events: `{"event": "reset", ...}` and `{"event": "end", ...}` with
 the task's episode summary (return, metric, success).
 
-QoS: observations and typed topics STATE, reward LOG, column names and episode events
-LATCHED, actions COMMAND (only the newest action matters), markers and camera SENSOR.
+QoS: the logged step streams (observation, reward, expert action) CONTROL, so the writer keeps
+every sample until the rollout logger has it; typed scene topics STATE; column names and
+episode events LATCHED; actions are read COMMAND (lockstep waits for exactly one, real time
+wants the newest); markers and camera SENSOR.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from typing import Any
 
 import numpy as np
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray, String
@@ -43,35 +45,36 @@ from refine_core.tasks.scene import Scene
 from refine_ros import adapters, markers, qos
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
-from refine_ros.params import descriptor
+from refine_ros.params import Param, declare_parameters
 
 STATIC_REPUBLISH_S = 2.0  # static shapes (the car track) are big and fixed: re-sent for late RViz windows
 
 
-# name -> (default, descriptor): read-only differs per parameter (some change between episodes)
-PARAMETERS: dict[str, tuple[Any, ParameterDescriptor]] = {
-    "task": ("door_open", descriptor("registered task (refine tasks lists them)", read_only=True)),
-    "seed": (0, descriptor("seed of the next sim/reset (fixes the door / track)", (0, 2**31 - 1))),
-    "episode": (-1, descriptor("episode counter for the next reset; -1 counts up by itself", (-1, 2**31 - 1))),
-    "max_steps": (0, descriptor("end episodes after this many steps; 0 = the task's length", (0, 1_000_000))),
-    "real_time": (False, descriptor("step at rate_hz with the newest action (else lockstep)", read_only=True)),
-    "rate_hz": (50.0, descriptor("simulation rate in real-time mode", (1.0, 1000.0), read_only=True)),
-    "publish_markers": (True, descriptor("publish refine/markers for RViz")),
-    "marker_rate_hz": (10.0, descriptor("most marker updates per second", (0.1, 100.0))),
-    "publish_expert": (False, descriptor("publish the expert's action per state (expert_* columns; privileged, off unless the analysis node asks)")),
-    "publish_camera": (False, descriptor("render refine/camera offscreen (MUJOCO_GL=osmesa)", read_only=True)),
-    "camera_width": (320, descriptor("camera image width", (16, 1920), read_only=True)),
-    "camera_height": (240, descriptor("camera image height", (16, 1080), read_only=True)),
-    "camera_rate_hz": (10.0, descriptor("most camera frames per second", (0.1, 60.0))),
-    "frame_id": ("world", descriptor("fixed frame of poses and markers", read_only=True)),
+PARAMETERS: dict[str, Param] = {
+    "task": Param("door_open", "registered task (refine tasks lists them)"),
+    "seed": Param(0, "seed of the next sim/reset (fixes the door / track)", (0, 2**31 - 1), read_only=False),
+    "episode": Param(-1, "episode counter for the next reset; -1 counts up by itself", (-1, 2**31 - 1),
+                     read_only=False),
+    "max_steps": Param(0, "end episodes after this many steps; 0 = the task's length", (0, 1_000_000),
+                       read_only=False),
+    "real_time": Param(False, "step at rate_hz with the newest action (else lockstep)"),
+    "rate_hz": Param(50.0, "simulation rate in real-time mode", (1.0, 1000.0)),
+    "publish_markers": Param(True, "publish refine/markers for RViz", read_only=False),
+    "marker_rate_hz": Param(10.0, "most marker updates per second", (0.1, 100.0), read_only=False),
+    "publish_expert": Param(False, "publish the expert's action per state (expert_* columns; privileged, off "
+                            "unless the analysis node asks)", read_only=False),
+    "publish_camera": Param(False, "render refine/camera offscreen (MUJOCO_GL=osmesa)"),
+    "camera_width": Param(320, "camera image width", (16, 1920)),
+    "camera_height": Param(240, "camera image height", (16, 1080)),
+    "camera_rate_hz": Param(10.0, "most camera frames per second", (0.1, 60.0), read_only=False),
+    "frame_id": Param("world", "fixed frame of poses and markers"),
 }
 
 
 class SimNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("sim_node", **kwargs)
-        for name, (default, desc) in PARAMETERS.items():
-            self.declare_parameter(name, default, desc)
+        declare_parameters(self, PARAMETERS)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         task_name = self._p("task")
         if task_name not in task_names():
@@ -101,9 +104,9 @@ class SimNode(Node):
         self._static_shapes: tuple = ()
         self._last_marker = self._last_camera = self._last_static = -1e9
 
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
-        self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.LOG)
-        self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.STATE)
+        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+        self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL)
+        self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.CONTROL)
         self._events_pub = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._typed_pubs: dict[str, Any] = {}

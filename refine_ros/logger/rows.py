@@ -1,0 +1,138 @@
+"""Joining the step streams into rows, for the rollout logger. No ROS, no database.
+
+Why it is separate: streams arrive on separate topics with no ordering between them, so a row
+is assembled from parts keyed by the (episode, step) counters, named like refine_core's rollout
+tables (observation columns, `mean_*`, `act_*`, `expert_*`, `reward`, `done`, and the next
+observation as `next_*`), and let go once its first part is `join_timeout` old. That is all
+this module does; which episode a row belongs to and when it is written is the writer's.
+
+With `log_safe_action` (real profiles) the safety node's `refine/safe_action` fills
+`safe_<action>` columns: what the robot was actually sent for the step, beside the policy's
+`act_*`. It is a side stream: a row never waits for it and gets NaN when no safe command
+carried its counters (dry run), so a silent safety node cannot hold back or drop a row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refine_ros.messages import COUNTERS
+
+Key = tuple[int, int]
+"""(episode counter, step)."""
+
+
+class BadMessage(ValueError):
+    """A message that cannot be part of a row; the text says why (it is counted, not fatal)."""
+
+
+def counted(stream: str, msg: Any) -> tuple[int, int, Sequence[float]]:
+    """(episode, step, values) of a counted vector, or BadMessage."""
+    data = msg.data
+    if msg.layout.data_offset != COUNTERS or len(data) < COUNTERS:
+        raise BadMessage(f"{stream}: not a counted vector")
+    return int(data[0]), int(data[1]), data[COUNTERS:]
+
+
+class RowJoiner:
+    """Rows being assembled, the keys already written, and the safe-action side stream."""
+
+    def __init__(self, action_names: tuple[str, ...], observation_columns: tuple[str, ...]) -> None:
+        self.action_names = action_names
+        self.columns: dict[str, tuple[str, ...]] = {"observation": observation_columns}
+        self.pending: dict[Key, dict[str, Any]] = {}
+        self.born: dict[Key, float] = {}
+        self.written: set[Key] = set()
+        self.safe: dict[Key, tuple[float, tuple[float, ...]]] = {}
+        """The first safe command per step."""
+
+    def set_columns(self, stream: str, names: Any) -> None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadMessage(f"{stream} columns: not a JSON list of strings")
+        self.columns[stream] = tuple(names)
+
+    # -- parts ------------------------------------------------------------------------------------
+    def add(self, key: Key, stream: str, values: Sequence[float], received: float) -> dict[str, Any]:
+        """Merge one stream's values into the row of `key` (created on its first part) and
+        return the row; a part that does not fit its columns raises BadMessage."""
+        row = self.pending.get(key)
+        if row is None:
+            row = self.pending[key] = {}
+            self.born[key] = received
+        if stream == "observation":
+            names = self.columns.get("observation", ())
+            if len(names) != len(values):
+                raise BadMessage(f"observation has {len(values)} values for {len(names)} columns")
+            row.update(zip(names, values, strict=True))
+            previous = self.pending.get((key[0], key[1] - 1))
+            if previous is not None:
+                previous.update(zip((f"next_{n}" for n in names), values, strict=True))
+                previous["_next"] = True
+        elif stream == "policy_step":
+            names = self.columns.get("policy_step", ())
+            if len(names) != len(values):
+                raise BadMessage(f"policy_step has {len(values)} values for {len(names)} columns")
+            row.update(zip(names, values, strict=True))
+        elif stream in ("action", "expert"):
+            prefix = "act_" if stream == "action" else "expert_"
+            if len(values) != len(self.action_names):
+                raise BadMessage(f"{stream} has {len(values)} values for actions {self.action_names}")
+            row.update(zip((prefix + n for n in self.action_names), values, strict=True))
+        elif stream == "reward":
+            if len(values) < 2:
+                raise BadMessage("reward must hold [reward, done, success]")
+            row["reward"], row["done"] = float(values[0]), int(values[1] > 0.5)
+        row["_" + stream] = True
+        return row
+
+    def ripe(self, now: float, join_timeout: float, final: bool,
+             running: Callable[[int], bool]) -> list[Key]:
+        """Rows to write now, in order: old enough for the other streams to have arrived, and
+        holding their next observation unless the episode is over (`running` is False) or the
+        row has waited far too long (5 join timeouts). `final`: every row."""
+        if final:
+            return sorted(self.born)
+        ripe = []
+        for key, born in self.born.items():
+            age = now - born
+            if age < join_timeout:
+                continue
+            if self.pending[key].get("_next") or not running(key[0]) or age >= 5 * join_timeout:
+                ripe.append(key)
+        return sorted(ripe)
+
+    def take(self, key: Key) -> dict[str, Any]:
+        """Remove the row of `key` (with its `_<stream>` flags) and remember it was written."""
+        row = self.pending.pop(key)
+        del self.born[key]
+        self.written.add(key)
+        return row
+
+    def pending_episodes(self) -> set[int]:
+        return {number for number, _step in self.pending}
+
+    def forget(self, number: int) -> None:
+        """The episode is closed (or its counter starts over): drop what is kept for it."""
+        self.written = {k for k in self.written if k[0] != number}
+
+    # -- the safe-action side stream ---------------------------------------------------------------
+    def add_safe(self, key: Key, values: Sequence[float], received: float, closed: bool) -> None:
+        """Keep the first safe command carrying a step's counters: the safety node's answer to
+        that step's policy command. Later ones with the same counters are watchdog stops
+        repeating the last step."""
+        if len(values) != len(self.action_names):
+            raise BadMessage(f"safe action: not a counted vector of actions {self.action_names}")
+        if closed or key in self.written or key in self.safe:
+            return
+        self.safe[key] = (received, tuple(float(v) for v in values))
+
+    def safe_columns(self, key: Key) -> dict[str, float]:
+        values = self.safe.pop(key, (0.0, (math.nan,) * len(self.action_names)))[1]
+        return {f"safe_{n}": v for n, v in zip(self.action_names, values, strict=True)}
+
+    def forget_safe(self, now: float, horizon: float) -> None:
+        """Safe commands no row claimed (steps never logged) do not pile up."""
+        for key in [k for k, (t, _v) in self.safe.items() if now - t > horizon and k not in self.pending]:
+            del self.safe[key]
