@@ -38,17 +38,12 @@ def load_view(db: RunDatabase, run_id: int | None = None) -> RunView:
         raise ValueError(f"{db.path} holds no run")
     rid = run["id"]
 
-    def frame(table: str) -> pd.DataFrame:
-        if table not in db.db.table_names():
-            return pd.DataFrame()
-        return pd.DataFrame(list(db.db.query(f"select * from [{table}] where run_id = ?", [rid])))
-
     rounds = db.rounds(rid)
     for row in rounds:  # the database decodes JSON columns; absent ones become empty dicts
         for key in ("metrics", "timings", "fit_report", "info_schema"):
             row[key] = row.get(key) or {}
-    return RunView(run=run, rounds=rounds, calls=frame("llm_calls"), analyses=frame("analyses"),
-                   episodes=frame("episodes"))
+    return RunView(run=run, rounds=rounds, calls=pd.DataFrame(db.llm_calls(rid)),
+                   analyses=pd.DataFrame(db.analyses(rid)), episodes=db.episodes(rid))
 
 
 def _png(fig) -> str:

@@ -71,19 +71,23 @@ def test_ros_verbs_and_benchmarks_come_from_entry_points():
     assert "ros" in {e.name for e in entry_points(group="refine.benchmarks")}
 
 
-def test_the_ros_side_reaches_the_database_only_through_refine_core_store():
-    """The nodes (the rollout logger's writer included) use refine_core.store's methods: no SQL
-    statement and no raw connection use anywhere in refine_ros."""
+def test_the_database_is_reached_only_through_refine_core_store():
+    """The nodes (the rollout logger's writer included), the report, the experiment and every
+    command use refine_core.store's methods: no SQL statement and no raw connection use
+    anywhere outside refine_core/store."""
     import re
 
+    import refine_core
     import refine_ros
 
     sql = re.compile(r"\b(SELECT\s+.+\s+FROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b"
-                     r"|\.execute(many)?\(|\.conn\b", re.IGNORECASE)
+                     r"|\.execute(many)?\(|\.query\(|\.conn\b", re.IGNORECASE)
     offending = []
-    for package in (refine_ros,):
+    for package in (refine_ros, refine_core):
         root = Path(package.__file__).parent
         for path in sorted(root.rglob("*.py")):
+            if path.parent.name == "store" and path.parent.parent == Path(refine_core.__file__).parent:
+                continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if sql.search(line):
                     offending.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")

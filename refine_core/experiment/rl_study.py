@@ -7,7 +7,7 @@ record as it comes, and evaluates the IL weights, the final RL weights and the b
 checkpoint on the evaluation seeds, mean action and sampled. Options beyond the published
 method are spelled out on the command line, so a result can always be traced to them.
 
-    python -m refine_core.experiment.rl_study --program results/car_racing/2026-12-02/refined_program.py \
+    python -m refine_core.experiment.rl_study --program docs/rl_runs/refined_program.py \
         --resets 400 --out /tmp/refined_400.json
 """
 
