@@ -20,6 +20,18 @@ def run_dir(tmp_path):
     return path
 
 
+@pytest.fixture
+def context():
+    """An rclpy context of the test's own, shut down afterwards (rclpy imported only here, so
+    tests without ROS never load it)."""
+    import rclpy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
 ROS_THREAD_ERRORS = "error::pytest.PytestUnhandledThreadExceptionWarning"
 """In the ROS tests an exception in a thread (an executor touching a node being destroyed:
 `InvalidHandle: cannot use Destroyable because destruction was requested`) fails the test

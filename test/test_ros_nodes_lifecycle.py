@@ -28,14 +28,6 @@ from refine_ros.spin import NodeSpinner
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
-
-
 class Spin(NodeSpinner):
     """Spins nodes on their own executor threads, as `refine up` does; `stop()` ends every
     executor before the test destroys a node."""

@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import pytest
-import rclpy
 from fake_robots import DemoStatus, FakeArmDriver, FakeGamepad, call
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -39,14 +38,6 @@ from refine_ros.teleop import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-@pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
 
 
 def _node(cls, context, **params):
