@@ -409,3 +409,28 @@ def test_a_robot_bridge_stream_outside_episodes_is_not_logged(run_dir):
     steps = db.load_steps(1)
     assert list(steps["step"]) == [0, 1, 2] and list(steps["next_o1"]) == [1, 2, 3]
     db.close()
+
+
+def test_a_row_waits_for_its_late_safe_command_but_not_forever():
+    """On a loaded machine the safety node answers after the policy's streams: with safe
+    logging a complete row waits for its safe command (up to 5 join timeouts), and without it
+    the row goes as soon as its next observation is there."""
+    from refine_ros.logger.rows import RowJoiner
+
+    joiner = RowJoiner(("a",), ("x",))
+    for step in (0, 1):
+        joiner.add((1, step), "observation", [float(step)], received=0.0)
+    joiner.add((1, 0), "action", [0.5], received=0.0)
+
+    def running(_number):
+        return True
+
+    assert joiner.ripe(1.0, 0.5, False, running) == [(1, 0)]
+    assert joiner.ripe(1.0, 0.5, False, running, want_safe=True) == []
+    joiner.add_safe((1, 0), [0.25], received=1.1, closed=False)
+    assert joiner.ripe(1.2, 0.5, False, running, want_safe=True) == [(1, 0)]
+    assert joiner.safe_columns((1, 0)) == {"safe_a": 0.25}
+    # a safety node that never answers (dry run) holds a row back only up to 5 join timeouts
+    joiner.add((1, 2), "observation", [2.0], received=0.0)
+    assert (1, 1) not in joiner.ripe(2.4, 0.5, False, running, want_safe=True)
+    assert (1, 1) in joiner.ripe(2.5, 0.5, False, running, want_safe=True)

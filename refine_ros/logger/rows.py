@@ -9,7 +9,9 @@ this module does; which episode a row belongs to and when it is written is the w
 With `log_safe_action` (real profiles) the safety node's `refine/safe_action` fills
 `safe_<action>` columns: what the robot was actually sent for the step, beside the policy's
 `act_*`. It is a side stream: a row never waits for it and gets NaN when no safe command
-carried its counters (dry run), so a silent safety node cannot hold back or drop a row.
+carried its counters (dry run), so a silent safety node cannot hold back or drop a row. A
+row does wait for it as it waits for its next observation (up to 5 join timeouts), because on
+a loaded machine the safety node's answer can come later than the policy's own streams.
 """
 
 from __future__ import annotations
@@ -88,10 +90,11 @@ class RowJoiner:
         return row
 
     def ripe(self, now: float, join_timeout: float, final: bool,
-             running: Callable[[int], bool]) -> list[Key]:
+             running: Callable[[int], bool], want_safe: bool = False) -> list[Key]:
         """Rows to write now, in order: old enough for the other streams to have arrived, and
-        holding their next observation unless the episode is over (`running` is False) or the
-        row has waited far too long (5 join timeouts). `final`: every row."""
+        holding their next observation (and, with `want_safe`, their safe command) unless the
+        episode is over (`running` is False) or the row has waited far too long (5 join
+        timeouts). `final`: every row."""
         if final:
             return sorted(self.born)
         ripe = []
@@ -99,7 +102,8 @@ class RowJoiner:
             age = now - born
             if age < join_timeout:
                 continue
-            if self.pending[key].get("_next") or not running(key[0]) or age >= 5 * join_timeout:
+            complete = self.pending[key].get("_next") and (not want_safe or key in self.safe)
+            if complete or not running(key[0]) or age >= 5 * join_timeout:
                 ripe.append(key)
         return sorted(ripe)
 

@@ -293,7 +293,7 @@ class LogWriter:
 
     def _flush(self, final: bool) -> None:
         now = time.monotonic()
-        ripe = self.rows.ripe(now, self.join_timeout, final, self._running)
+        ripe = self.rows.ripe(now, self.join_timeout, final, self._running, self.log_safe_action)
         closing = self.book.closing(now, final)
         if self.rows.safe:
             self.rows.forget_safe(now, max(10.0, 20 * self.join_timeout))

@@ -55,7 +55,8 @@ PARAMETERS: dict[str, Param] = {
                         "robots: their bridge publishes observations between episodes)"),
     "flush_timeout": Param(30.0, "seconds logger/flush waits for announced episode ends to be committed", (0.1, 3600.0)),
     "log_safe_action": Param(False, "also log the safety node's refine/safe_action as safe_<action> columns (what the "
-                        "robot was sent; NaN where no safe command was published for a step, e.g. dry run)"),
+                        "robot was sent; a row waits up to 5 join timeouts for it, then gets NaN: no safe "
+                        "command for that step, e.g. dry run or a command the safety node skipped for a newer one)"),
 }
 
 
