@@ -27,6 +27,7 @@ import importlib
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,9 @@ class UpOptions:
     """Stop after this many seconds even if the run is not over."""
     processes: bool = False
     """Every node in its own process, started from its executable as `ros2 launch` does."""
+    stop: threading.Event | None = None
+    """Set from another thread to end a one-process run as Ctrl-C would: a program (or a test)
+    that embeds `run_profile` in a thread can always take its nodes down again."""
 
 
 def parse_set(text: str) -> tuple[str, str, Any]:
@@ -263,6 +267,10 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
                 if deadline is not None and time.monotonic() >= deadline:
                     print(f"[refine] timeout after {options.timeout_s:g} s; the run did not finish", flush=True)
                     code = EXIT_TIMEOUT
+                    break
+                if options.stop is not None and options.stop.is_set():
+                    print("[refine] stopped", flush=True)
+                    code = EXIT_INTERRUPTED
                     break
         finally:
             bar.close()

@@ -416,6 +416,7 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
 
     driver = FakeArmDriver(context)
     spin = Spin(context, driver)
+    stop, runner = threading.Event(), None
     try:
         start_y = driver.position()[1]
         output = record_arm_demonstration(context, run_dir, seconds=2.0, forward=0.6)
@@ -432,7 +433,8 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
         fit = LocalFitter(get_task("door_open"), source="teleop (arm_real)").fit(starter_program("door_open"), demo)
         assert not fit.failed, fit.error
 
-        options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200)
+        options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200,
+                            stop=stop)
         analysis = plan_profile("arm_real", options).node("analysis_node").parameters
         assert (analysis["episodes"], analysis["selection_episodes"], analysis["eval_episodes"]) == (1, 1, 0)
         result: list[int] = []
@@ -457,6 +459,9 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
         runner.join(240)
         assert result == [EXIT_STOPPED], f"refine up arm_real ended with {result}"
     finally:
+        stop.set()  # a failed step must not leave the profile's nodes running
+        if runner is not None:
+            runner.join(30)
         spin.stop()
         driver.destroy_node()
     assert driver.actions == 20, "each confirmed episode runs max_steps actions"

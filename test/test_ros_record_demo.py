@@ -224,7 +224,8 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
     `refine up door_sim` on the same run directory fits that demonstration and runs a round."""
     from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
 
-    record = UpOptions(run_dir=run_dir, sets=["sim_node.max_steps=60"], timeout_s=240)
+    stop = threading.Event()
+    record = UpOptions(run_dir=run_dir, sets=["sim_node.max_steps=60"], timeout_s=240, stop=stop)
     pad, operator = FakeGamepad(context), DemoStatus(context)
     graph = Graph(context, pad, operator)
     result: list[int] = []
@@ -232,7 +233,14 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
     runner.start()
     try:
         pad.hold(axes={LEFT_Y: 0.8, 3: 0.3}, buttons={BUTTON_LEFT_SHOULDER: 1})  # forward and up
-        assert call(operator.start, Trigger.Request(), timeout=120.0).success
+        # as an operator would: until the recorder has seen the simulator's columns, start says so
+        deadline = time.monotonic() + 120.0
+        started = call(operator.start, Trigger.Request(), timeout=120.0)
+        while not started.success and "no refine/observation_columns yet" in started.message \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+            started = call(operator.start, Trigger.Request())
+        assert started.success, started.message
         stopped = operator.wait_for("stopped", 60.0)
         assert "the simulator ended episode" in stopped["message"] and stopped["steps"] >= 40, stopped
         kept = call(operator.label, SetBool.Request(data=True))
@@ -240,6 +248,8 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
         runner.join(60)
         assert result == [EXIT_STOPPED]
     finally:
+        stop.set()  # a failed step must not leave the profile's nodes publishing into later tests
+        runner.join(30)
         graph.close()
     with RunDatabase(run_dir) as db:
         run_id = db.latest_run()["id"]

@@ -62,11 +62,12 @@ class ExperimentOptions:
 
     def smoke_profile(self) -> ExperimentOptions:
         """Every condition, tiny budgets: proves the pipeline in minutes, measures nothing.
-        The RL window shrinks to fit the 40-step episodes so the surrogate has terms."""
+        The RL window shrinks to fit the 40-step episodes so the surrogate has terms, and RL
+        picks its checkpoint on two selection seeds instead of ten."""
         self.seeds, self.low_resets, self.high_resets = min(self.seeds, 2), 2, 4
         self.group_size, self.max_steps, self.rounds = 2, 40, min(self.rounds, 2)
         self.il = {"max_epochs": 30}
-        self.rl = {"window": 10, "select_every": 1, **self.rl}
+        self.rl = {"window": 10, "select_every": 1, "selection_episodes": 2, **self.rl}
         self.date = self.date or "smoke"
         return self
 
