@@ -8,10 +8,10 @@ this module does; which episode a row belongs to and when it is written is the w
 
 With `log_safe_action` (real profiles) the safety node's `refine/safe_action` fills
 `safe_<action>` columns: what the robot was actually sent for the step, beside the policy's
-`act_*`. It is a side stream: a row never waits for it and gets NaN when no safe command
-carried its counters (dry run), so a silent safety node cannot hold back or drop a row. A
-row does wait for it as it waits for its next observation (up to 5 join timeouts), because on
-a loaded machine the safety node's answer can come later than the policy's own streams.
+`act_*`. A row waits for it as it waits for its next observation, because on a loaded
+machine the safety node's answer can come later than the policy's own streams; but only up to
+5 join timeouts, after which the row is written with NaN there (dry run, or a command the
+safety node skipped for a newer one), so a silent safety node can delay a row, never drop it.
 """
 
 from __future__ import annotations
