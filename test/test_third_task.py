@@ -71,3 +71,24 @@ def test_refine_up_pendulum_sim_with_the_sim_node(tmp_path):
                         sets=sets, timeout_s=400)
     assert run_profile("pendulum_sim", options) == EXIT_STOPPED
     _check_the_single_diagnosed_round(run_dir, MAX_STEPS, analyst_rounds_allowed=3)
+
+
+def test_refine_up_in_a_thread_ends_when_its_stop_event_is_set(tmp_path):
+    """`UpOptions.stop` is how an embedding program (and a failing test) takes a one-process
+    graph down: the run ends as Ctrl-C would, long before its timeout, and closes its nodes."""
+    pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
+    import threading
+    import time
+
+    from refine_ros.up import EXIT_INTERRUPTED, UpOptions, run_profile
+
+    stop = threading.Event()
+    options = UpOptions(run_dir=tmp_path / "up", analyst="offline", rounds=50, timeout_s=600, stop=stop)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(run_profile("pendulum_sim", options)), daemon=True)
+    runner.start()
+    time.sleep(5.0)
+    assert runner.is_alive(), "fifty rounds cannot be over after five seconds"
+    stop.set()
+    runner.join(30.0)
+    assert result == [EXIT_INTERRUPTED], "the run did not end within 30 s of its stop event"
