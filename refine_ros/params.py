@@ -11,6 +11,8 @@ A value that belongs to one robot (a safety limit, a speed scale) has no default
 at all: its default is `Required(type)`, the profile (`config/<profile>.yaml`) is where it is
 set, and a node started without it refuses to start (`StartRefused`, exit status 2) naming
 every missing parameter. So the code and a profile can never disagree about such a value.
+A value a robot may or may not have (the arm's workspace box; a car has none) is `Unset(type)`:
+declared with its type only, and None when the profile leaves it out.
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ class Required:
 
 
 @dataclass(frozen=True)
+class Unset(Required):
+    """The default of a parameter that may stay unset: declared with its type only; `values`
+    gives None for it when nobody set it (ROS cannot declare an empty array)."""
+
+    def __str__(self) -> str:
+        return f"unset {self.type} (none)"
+
+
+@dataclass(frozen=True)
 class Param:
     default: Any
     description: str
@@ -57,6 +68,11 @@ class Param:
 
     @property
     def required(self) -> bool:
+        return isinstance(self.default, Required) and not isinstance(self.default, Unset)
+
+    @property
+    def typed_only(self) -> bool:
+        """Declared with a type and no value (required or unset)."""
         return isinstance(self.default, Required)
 
 
@@ -80,20 +96,23 @@ def declare_parameters(node: Node, table: Table) -> None:
     """Declare every parameter of `table` on `node`, in order; a required one is declared with
     its type only, so it stays unset unless the profile (or the command line) gives it."""
     for name, p in table.items():
-        value = p.default.ros_type if p.required else p.default
+        value = p.default.ros_type if p.typed_only else p.default
         node.declare_parameter(name, value, descriptor(p.description, p.bounds, read_only=p.read_only))
 
 
 def values(node: Node, table: Table) -> dict[str, Any]:
     """The node's current value of every parameter in `table`; `StartRefused` naming every
-    required parameter nobody set."""
+    required parameter nobody set (an unset `Unset` one is None)."""
     found: dict[str, Any] = {}
     missing: list[str] = []
-    for name in table:
+    for name, p in table.items():
         try:
             found[name] = node.get_parameter(name).value
         except ParameterUninitializedException:
-            missing.append(name)
+            if p.required:
+                missing.append(name)
+            else:
+                found[name] = None
     if missing:
         raise StartRefused(
             f"{node.get_name()}: robot-specific parameter(s) {', '.join(missing)} have no default in the code; "

@@ -6,9 +6,24 @@ freshness, teleoperation preemption and the last command sent. Every entry point
 current time explicitly, so tests drive the clock and the node passes its own.
 
 Order of the rules for one incoming command (each can only make the command safer):
-parse (wrong shape, NaN/inf -> zero) -> gate (e-stop, unconfirmed episode, stale inputs ->
-zero) -> per-axis clamp -> rate limit -> workspace bounds -> final clamp. Stopping is never
-rate limited: a zero command goes out at once, ramping *up* again is limited.
+parse (wrong shape, NaN/inf -> zero) -> gate (e-stop or its lost heartbeat, stale inputs,
+released autonomy dead-man, unconfirmed episode -> zero) -> per-axis clamp -> rate limit ->
+workspace bounds -> final clamp. Stopping is never rate limited: a zero command goes out at
+once, ramping *up* again is limited.
+
+A stop is a stop: the moment the robot is stopped for a new cause (stale inputs, an e-stop,
+a rejected command, a policy gone silent mid-episode), every episode confirmation given before
+that moment is revoked, so motion resumes only after a human confirms again
+(`safety/confirm_episode`); a confirmation given during the stop counts. Three causes do not
+revoke: "unconfirmed" (nothing to revoke), "idle" (the policy is silent and no confirmed
+episode runs: the normal state between episodes) and a released autonomy dead-man (pressing it
+again *is* the human's fresh confirmation).
+
+Units: the clamps and rate limits act on the task's action (normalised, e.g. the arm's deltas
+in [-1, 1]); the workspace box is in the observation's own coordinates, which for the arm are
+metres in the robot's base frame, and is checked against the arm's reach at start. The
+bridges turn actions into the robot's units and hold the limits that only exist there (m/s,
+rad): refine_ros/car_interface.py, refine_ros/arm_interface.py.
 """
 
 from __future__ import annotations
@@ -56,7 +71,19 @@ class SafetyConfig:
     workspace_upper: tuple[float, ...] = ()
     workspace_action_axes: tuple[int, ...] = ()
     """The action axis that moves each checked coordinate (positive action increases it)."""
+    workspace_reach: float = 0.0
+    """Metres: every corner of the box must lie within this distance of the origin of the
+    frame the checked coordinates are in (the arm's base frame), so a box drawn beyond what
+    the arm can reach is refused before the node starts. Required (> 0) with a box."""
     require_confirmation: bool = True
+    estop_timeout: float = 0.0
+    """Seconds: > 0 makes the e-stop a heartbeat. Once heard, an e-stop topic silent for longer
+    (or whose publisher disappeared) latches the e-stop; before it is first heard the robot
+    does not move. 0: off (a volatile e-stop that only acts when it says true)."""
+    deadman_timeout: float = 0.0
+    """Seconds: > 0 means policy commands pass only while the autonomy dead-man button is held
+    and its last report is younger than this (F1TENTH's convention: autonomy while a button is
+    held). 0: off. Teleoperation has its own dead-man (joy_teleop)."""
 
     def __post_init__(self) -> None:
         n = len(self.lower)
@@ -88,6 +115,20 @@ class SafetyConfig:
             raise InvalidSafetyConfig(f"workspace action axes must be in [0, {n})")
         if any(lo > hi for lo, hi in zip(self.workspace_lower, self.workspace_upper, strict=True)):
             raise InvalidSafetyConfig("workspace_lower must be <= workspace_upper")
+        if not all(math.isfinite(v) for v in (*self.workspace_lower, *self.workspace_upper)):
+            raise InvalidSafetyConfig("the workspace box must be finite")
+        if k:
+            if not (math.isfinite(self.workspace_reach) and self.workspace_reach > 0):
+                raise InvalidSafetyConfig("a workspace box needs workspace_reach (m, > 0): how far the robot reaches")
+            far = farthest_corner(self.workspace_lower, self.workspace_upper)
+            if far > self.workspace_reach:
+                raise InvalidSafetyConfig(
+                    f"the workspace box reaches {far:.3f} m from the base, beyond workspace_reach "
+                    f"{self.workspace_reach:.3f} m: draw it inside what the arm can reach")
+        for name in ("estop_timeout", "deadman_timeout"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidSafetyConfig(f"{name} must be >= 0 (0: off)")
 
     @property
     def axes(self) -> int:
@@ -97,6 +138,19 @@ class SafetyConfig:
     def stale_after(self) -> float:
         margin = max(self.watchdog_period, 0.3 * self.watchdog_timeout)
         return self.watchdog_timeout - self.watchdog_period - margin
+
+
+def farthest_corner(lower: Sequence[float], upper: Sequence[float]) -> float:
+    """Distance from the origin to the box's farthest corner (per axis, the larger |bound|)."""
+    return math.sqrt(sum(max(abs(lo), abs(hi)) ** 2 for lo, hi in zip(lower, upper, strict=True)))
+
+
+PASSING = ("policy", "teleop")
+"""Decision reasons that move the robot; every other reason is a stop."""
+KEEPS_CONFIRMATION = ("unconfirmed", "deadman", "idle", "startup")
+"""Stop causes that do not revoke the episode confirmation (see the module docstring); "idle"
+is a silent policy while no confirmed episode runs (between episodes: no fault), "startup" the
+time before the first observation (and the first e-stop heartbeat) arrived."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +164,7 @@ class Decision:
 
     @property
     def stopped(self) -> bool:
-        return self.reason not in ("policy", "teleop")
+        return self.reason not in PASSING
 
 
 @dataclass
@@ -123,6 +177,8 @@ class Counters:
     estops: int = 0
     preempted: int = 0
     unconfirmed: int = 0
+    revoked: int = 0
+    deadman: int = 0
     passed: int = 0
 
 
@@ -157,7 +213,16 @@ class SafetyFilter:
     last_episode: int = 0
     last_step: int = 0
     last_reason: str = "startup"
+    last_estop: float | None = None
+    """When the e-stop topic last said anything (its heartbeat)."""
+    estop_cause: str = ""
+    deadman_held: bool = False
+    last_deadman: float | None = None
     _tripped: bool = False
+    _cause: str = ""
+    _halt: str | None = "startup"
+    """The cause of the stop in force (None while commands pass): a stop for a new cause
+    revokes the confirmations given before it."""
 
     def __post_init__(self) -> None:
         c = self.config
@@ -165,13 +230,6 @@ class SafetyFilter:
         self._upper = np.array(c.upper, dtype=float)
         self._zero = np.array(c.zero, dtype=float)
         self._rate = np.array(c.max_rate, dtype=float)
-
-    def reconfigure(self, config: SafetyConfig) -> None:
-        """New limits at runtime; the latch, confirmation and freshness state carry over."""
-        if config.axes != self.config.axes:
-            raise InvalidSafetyConfig(f"the action has {self.config.axes} axes, not {config.axes}")
-        self.config = config
-        self.__post_init__()
 
     # ---- inputs -------------------------------------------------------------------------
     def on_observation(self, values: Sequence[float], now: float) -> bool:
@@ -196,7 +254,7 @@ class SafetyFilter:
         if self._teleop_active(now):
             self.counters.preempted += 1
             return None
-        gate = self._gate(now, check_policy=False)
+        gate = self._gate(now, check_policy=False) or self._deadman_gate(now)
         if gate is None and not self._episode_confirmed(episode):
             self.counters.unconfirmed += 1
             gate = "unconfirmed"
@@ -220,21 +278,49 @@ class SafetyFilter:
 
     def on_estop(self, asserted: bool, now: float) -> Decision | None:
         self.estop_input = bool(asserted)
+        self.last_estop = now
         if asserted:
-            if not self.estop_latched:
-                self.counters.estops += 1
-            self.estop_latched = True
+            self._latch("button")
             return self._stop("estop", now)
         return None
 
-    def rearm(self) -> tuple[bool, str]:
+    def on_estop_publishers(self, count: int, now: float) -> Decision | None:
+        """With the heartbeat on, the e-stop's publisher leaving the graph latches at once
+        (no need to wait for the timeout)."""
+        if self.config.estop_timeout > 0 and self.last_estop is not None and count == 0:
+            self._latch("heartbeat lost: the e-stop publisher left")
+            return self._stop("estop", now)
+        return None
+
+    def on_deadman(self, held: bool, now: float) -> Decision | None:
+        """The autonomy dead-man's state; a release stops policy motion at once."""
+        was = self.deadman_held
+        self.deadman_held, self.last_deadman = bool(held), now
+        if was and not held and self.config.deadman_timeout > 0 and not self._teleop_active(now):
+            self.counters.deadman += 1
+            return self._stop("deadman", now)
+        return None
+
+    def _latch(self, cause: str) -> None:
+        if not self.estop_latched:
+            self.counters.estops += 1
+            self.estop_cause = cause
+        self.estop_latched = True
+
+    def _estop_silent(self, now: float) -> bool:
+        timeout = self.config.estop_timeout
+        return timeout > 0 and self.last_estop is not None and now - self.last_estop > timeout
+
+    def rearm(self, now: float | None = None) -> tuple[bool, str]:
         """Leaving a latched e-stop also revokes the episode confirmation: a human looks first."""
         if self.estop_input:
             return False, "e-stop is still asserted; release it (publish false) first"
+        if self.config.estop_timeout > 0 and (self.last_estop is None or (now is not None and self._estop_silent(now))):
+            return False, "the e-stop heartbeat is missing; bring the e-stop back (it publishes false) first"
         was = self.estop_latched
         self.estop_latched = False
-        self.confirm_pending = False
-        self.confirmed_episode = None
+        self.estop_cause = ""
+        self._revoke()
         return True, "re-armed; confirm the episode to start" if was else "was not latched"
 
     def confirm_episode(self) -> tuple[bool, str]:
@@ -248,7 +334,8 @@ class SafetyFilter:
         """Watchdog: a stop command every tick while the robot must not move, else None."""
         gate = self._gate(now, check_policy=True)
         if gate is None and not self._teleop_active(now):
-            if not self._episode_confirmed(self.last_episode, consume=False):
+            gate = self._deadman_gate(now)
+            if gate is None and not self._episode_confirmed(self.last_episode, consume=False):
                 gate = "unconfirmed"
         if gate is None:
             self._tripped = False
@@ -263,15 +350,30 @@ class SafetyFilter:
         return self.last_teleop is not None and now - self.last_teleop < self.config.teleop_hold
 
     def _gate(self, now: float, check_policy: bool) -> str | None:
+        if self._estop_silent(now):
+            self._latch(f"heartbeat lost: silent for more than {self.config.estop_timeout:g} s")
         if self.estop_latched:
             return "estop"
+        if self.config.estop_timeout > 0 and self.last_estop is None:
+            self._cause = "startup"
+            return "estop"  # a heartbeat e-stop never heard yet: nothing moves until it is
         stale = self.config.stale_after
         if self.last_observation is None or now - self.last_observation > stale:
+            self._cause = "startup" if self.last_observation is None else "stale observation"
             return "stale"
         if check_policy:
             source = self.last_teleop if self._teleop_active(now) else self.last_policy
             if source is None or now - source > stale:
+                self._cause = "stale command" if self.confirmed_episode is not None else "idle"
                 return "stale"
+        return None
+
+    def _deadman_gate(self, now: float) -> str | None:
+        timeout = self.config.deadman_timeout
+        if timeout <= 0:
+            return None
+        if not self.deadman_held or self.last_deadman is None or now - self.last_deadman > timeout:
+            return "deadman"
         return None
 
     def _episode_confirmed(self, episode: int, consume: bool = True) -> bool:
@@ -285,12 +387,29 @@ class SafetyFilter:
             return True
         return False
 
+    def _revoke(self) -> None:
+        if self.confirmed_episode is not None or self.confirm_pending:
+            self.counters.revoked += 1
+        self.confirm_pending = False
+        self.confirmed_episode = None
+
     def _stop(self, reason: str, now: float) -> Decision:
+        """The stop command; a stop for a new cause revokes the confirmations given before it."""
+        cause = self._cause or reason
+        self._cause = ""
+        if cause != self._halt:
+            self._halt = cause
+            if cause not in KEEPS_CONFIRMATION:
+                self._revoke()
         out = self._zero.copy()
         if self.last_sent is not None:
             for axis in self.config.hold_axes:
                 out[axis] = self.last_sent[axis]
         return self._send(out, self.last_episode, self.last_step, reason, now)
+
+    def stop_now(self, reason: str, now: float) -> Decision:
+        """A stop the node decides on (shutdown): the same stop command, same revocation."""
+        return self._stop(reason, now)
 
     def _limit(self, values: np.ndarray, episode: int, step: int, source: str, now: float) -> Decision:
         out = np.clip(values, self._lower, self._upper)
@@ -307,6 +426,7 @@ class SafetyFilter:
         out = self._workspace(out)
         out = np.clip(out, self._lower, self._upper)
         self.counters.passed += 1
+        self._halt = None
         return self._send(out, episode, step, source, now)
 
     def _workspace(self, out: np.ndarray) -> np.ndarray:
@@ -341,7 +461,11 @@ class SafetyFilter:
         c = self.counters
         return {
             "state": self.last_reason,
+            "halt_cause": self._halt or "",
             "estop_latched": str(self.estop_latched),
+            "estop_cause": self.estop_cause,
+            "estop_age_s": age(self.last_estop),
+            "deadman_held": str(self.deadman_held),
             "confirmed_episode": str(self.confirmed_episode),
             "confirm_pending": str(self.confirm_pending),
             "teleop_active": str(self._teleop_active(now)),

@@ -48,7 +48,7 @@ CAR = _limits("rc_car_real")
 ZERO = tuple(ARM["zero"])
 LOWER = np.array(ARM["lower"])
 UPPER = np.array(ARM["upper"])
-OBS_INSIDE = [0.0, 0.6, 0.2] + [0.0] * 36
+OBS_INSIDE = [0.45, 0.0, 0.25] + [0.0] * 36  # the tool inside the profile's box (m, base frame)
 
 
 @dataclass
@@ -56,6 +56,8 @@ class Received:
     t: float
     offset: int
     data: tuple[float, ...]
+    label: str = ""
+    """The decision's reason (the dimension label): policy, teleop, or why it is a stop."""
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -77,6 +79,7 @@ class Fake:
     received: list[Received] = field(default_factory=list)
     status: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    process: subprocess.Popen | None = None
 
     def connected(self) -> bool:
         pubs = (self.action, self.observation, self.teleop, self.estop)
@@ -139,7 +142,8 @@ def make_fake(ctx: Context) -> Fake:
 
     def on_safe(msg: Float64MultiArray) -> None:
         with fake.lock:
-            fake.received.append(Received(time.monotonic(), msg.layout.data_offset, tuple(msg.data)))
+            label = msg.layout.dim[0].label if msg.layout.dim else ""
+            fake.received.append(Received(time.monotonic(), msg.layout.data_offset, tuple(msg.data), label))
 
     def on_status(msg: DiagnosticArray) -> None:
         with fake.lock:
@@ -234,7 +238,7 @@ def test_rate_limits_the_ramp_up(ros_safety):
 def test_workspace_allows_only_motion_back_toward_the_box(ros_safety):
     safety, fake = ros_safety
     fake.call(fake.confirm)
-    outside = [0.9, 0.6, 0.2] + [0.0] * 36  # beyond workspace_upper x = 0.5
+    outside = [0.9, 0.0, 0.25] + [0.0] * 36  # beyond workspace_upper x = 0.65 m
     for step, command, expected in [
         (77, (0.5, 0.2, 0.0, 1.0), (0.0, 0.2, 0.0, 1.0)),  # outward x is cut
         (78, (-0.5, 0.2, 0.0, 1.0), (-0.5, 0.2, 0.0, 1.0)),  # back toward the box passes
@@ -299,6 +303,8 @@ def test_teleop_preempts_the_policy_within_one_cycle(ros_safety):
         assert all(r.values[0] != 0.5 for r in after), "a policy command got through teleop"
         time.sleep(0.35)  # teleop_hold expires: the policy may drive again
     assert np.percentile(latencies, 90) < cycle, latencies
+    # the pauses above let the inputs go stale, a stop that revokes the confirmation (issue 16)
+    assert fake.call(fake.confirm).success
     t = time.monotonic()
     fake.stream(0.1)
     assert any(r.values[0] == 0.5 for r in fake.since(t))
@@ -329,7 +335,8 @@ PROFILES = {
 
 @pytest.fixture
 def safety_process(request, tmp_path):
-    """The safety node as its own process (as deployed), plus the fake in this process."""
+    """The safety node as its own process (as deployed), plus the fake in this process; the
+    test may end the process itself (`fake.process`)."""
     profile = PROFILES[request.param]
     name = f"watchdog_{request.param}"
     params = tmp_path / "safety.yaml"
@@ -344,12 +351,14 @@ def safety_process(request, tmp_path):
     rclpy.init(context=ctx)
     fake = make_fake(ctx)
     fake.obs = list(profile["obs"])
+    fake.process = proc
     spinner = NodeSpinner([fake.node], ctx).start()
     try:
         assert wait_until(fake.connected, 30.0), "safety process did not come up"
         yield profile, fake
     finally:
-        proc.send_signal(signal.SIGINT)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
         try:
             code = proc.wait(timeout=10)
         finally:
@@ -371,9 +380,10 @@ def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_prop
     profile, fake = safety_process
     zero, command = profile["zero"], profile["command"]
     budget = float(profile["params"]["watchdog_timeout"])
-    assert fake.call(fake.confirm).success
     delays = []
     for trial in tqdm(range(100), desc="watchdog trials", leave=False):
+        # every watchdog stop revokes the confirmation (issue 16): the operator confirms again
+        assert fake.call(fake.confirm).success
         t = time.monotonic()
         t_obs, t_cmd = fake.stream(0.04, values=command)
         assert any(r.values != zero for r in fake.since(t)), f"trial {trial}: never moved"
@@ -399,6 +409,27 @@ def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_prop
     # inside it. A shared 2-core CI box can deschedule a process for longer than that once in
     # a while, so the hard assertion is on the 99th percentile and every trial must stop.
     assert p99 <= budget * 1000.0
+
+
+@pytest.mark.parametrize("safety_process", ["arm"], indirect=True)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_the_safety_node_sends_the_stop_when_it_shuts_down(safety_process, sig):
+    """Issue 16: "No node sends a zero command on shutdown". Ctrl-C or SIGTERM while the arm
+    moves: the last command the bridge gets is the stop, labelled shutdown."""
+    profile, fake = safety_process
+    assert fake.call(fake.confirm).success
+    t = time.monotonic()
+    fake.stream(0.2, values=profile["command"])
+    assert any(r.values != profile["zero"] for r in fake.since(t)), "never moved"
+    fake.process.send_signal(sig)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end and fake.process.poll() is None:  # the policy keeps talking
+        fake.observe()
+        fake.send(fake.action, profile["command"])
+        time.sleep(0.01)
+    assert fake.process.wait(timeout=10) == 0
+    assert wait_until(lambda: fake.since(t)[-1].label == "shutdown", 2.0), fake.since(t)[-3:]
+    assert fake.since(t)[-1].values == profile["zero"]
 
 
 def test_fuzzer_never_crashes_and_never_exceeds_bounds(ros_safety):
@@ -435,21 +466,20 @@ def test_fuzzer_never_crashes_and_never_exceeds_bounds(ros_safety):
 
 
 # ---- lifecycle -----------------------------------------------------------------------------
-def test_declares_every_parameter_with_a_description_and_rejects_bad_limits(ros_safety):
+def test_declares_every_parameter_with_a_description_and_every_limit_is_read_only(ros_safety):
+    """Issue 16: "`dry_run`, `require_confirmation` and every limit can be changed at run time
+    with `ros2 param set`". Now every one is read-only, and the filter keeps its limits."""
     safety, _ = ros_safety
     names = set(safety.list_parameters([], 0).names)
     assert set(PARAMETERS) <= names
     for desc in safety.describe_parameters(list(PARAMETERS)):
-        assert desc.description
-    assert safety.describe_parameter("watchdog_period").read_only, "the timer period is fixed at start"
-    assert not safety.describe_parameter("lower").read_only
-    result = safety.set_parameters([Parameter("lower", value=[2.0, 0.0, 0.0, 0.0])])[0]
-    assert not result.successful and "lower" in result.reason
-    assert safety.filter.config.lower == tuple(ARM["lower"]), "a refused change leaves the old limits"
-    result = safety.set_parameters([Parameter("watchdog_timeout", value=0.2)])[0]
-    assert result.successful and safety.filter.config.watchdog_timeout == 0.2
-    result = safety.set_parameters([Parameter("watchdog_period", value=0.02)])[0]
-    assert not result.successful
+        assert desc.description and desc.read_only, desc.name
+    for name, value in [("lower", [-0.5, -1.0, -1.0, 0.0]), ("upper", [5.0, 5.0, 5.0, 1.0]),
+                        ("workspace_upper", [2.0, 2.0, 2.0]), ("watchdog_timeout", 2.0), ("dry_run", True),
+                        ("require_confirmation", False), ("max_rate", [0.0, 0.0, 0.0, 0.0])]:
+        assert not safety.set_parameters([Parameter(name, value=value)])[0].successful, name
+    assert safety.filter.config.lower == tuple(ARM["lower"]) and safety.filter.config.require_confirmation
+    assert safety.filter.config.watchdog_timeout == ARM["watchdog_timeout"]
 
 
 def test_main_shuts_down_cleanly_on_external_shutdown(tmp_path):
@@ -506,11 +536,16 @@ def test_main_refuses_to_start_with_inconsistent_limits(tmp_path):
 
 def test_main_refuses_to_start_without_the_robots_limits(tmp_path):
     """No silent default for a robot's limits: the profile is the one place they are set, and
-    a safety node started without them names every one that is missing."""
+    a safety node started without them names every one that is missing. The workspace box is
+    optional (the car has none), but a box without the arm's reach is refused."""
     required = sorted(name for name, p in PARAMETERS.items() if p.required)
-    assert set(required) == set(ARM) - {"teleop_hold", "require_confirmation"} and set(required) <= set(CAR)
-    proc = _safety_process(tmp_path, {k: v for k, v in ARM.items() if not k.startswith("workspace_")}, "no_box")
+    assert set(required) == {"lower", "upper", "zero", "max_rate", "hold_axes", "watchdog_timeout", "watchdog_period"}
+    assert set(required) <= set(ARM) and set(required) <= set(CAR)
+    proc = _safety_process(tmp_path, {k: v for k, v in ARM.items() if k not in ("zero", "max_rate")}, "no_zero")
     text = proc.stderr + proc.stdout
     assert proc.returncode == 2, text
-    assert "workspace_observation_indices, workspace_lower, workspace_upper, workspace_action_axes" in text
+    assert "zero, max_rate" in text
     assert "Traceback" not in text and "have no default" in text
+    proc = _safety_process(tmp_path, {k: v for k, v in ARM.items() if k != "workspace_reach"}, "no_reach")
+    text = proc.stderr + proc.stdout
+    assert proc.returncode == 2 and "workspace_reach" in text and "Traceback" not in text, text

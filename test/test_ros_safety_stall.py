@@ -62,3 +62,24 @@ def test_a_late_tick_defers_and_the_next_one_judges(safety):
     safety._on_tick()
     assert safety.filter.counters.watchdog_trips == 1, "stale inputs still stop the robot one period later"
     assert safety.sent[-1] is not None and safety.sent[-1].reason == "stale"
+
+
+@pytest.mark.ros
+def test_late_ticks_in_a_row_defer_at_most_once(safety):
+    """Issue 16: "A watchdog tick that runs late is skipped with no bound on consecutive skips".
+    A process held up again and again still has every second tick judge."""
+    period = safety.filter.config.watchdog_period
+    clock = [100.0]
+    safety._now = lambda: clock[0]
+    _feed(safety, 100.0)
+    safety._on_tick()
+    for _ in range(2):  # two late ticks in a row, nothing arriving meanwhile
+        clock[0] += 0.2
+        safety._on_tick()
+    assert safety.late_ticks == 1, "the second late tick in a row judged"
+    assert safety.filter.counters.watchdog_trips == 1 and safety.sent[-1].reason == "stale"
+    clock[0] += period  # on time again: a later late tick may defer once more
+    safety._on_tick()
+    clock[0] += 0.2
+    safety._on_tick()
+    assert safety.late_ticks == 2

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from refine_ros.safety import (
+    Decision,
     InvalidCommand,
     InvalidSafetyConfig,
     SafetyConfig,
     SafetyFilter,
+    farthest_corner,
     parse_command,
 )
 
@@ -23,9 +25,10 @@ ARM = dict(
     watchdog_period=0.01,
     teleop_hold=0.5,
     workspace_observation_indices=(0, 1, 2),
-    workspace_lower=(-0.5, 0.4, 0.05),
-    workspace_upper=(0.5, 1.0, 0.5),
+    workspace_lower=(-0.3, 0.3, 0.05),  # metres in the arm's base frame, inside its 0.85 m reach
+    workspace_upper=(0.3, 0.65, 0.4),
     workspace_action_axes=(0, 1, 2),
+    workspace_reach=0.85,
 )
 INSIDE = [0.0, 0.6, 0.2] + [0.0] * 36
 
@@ -90,21 +93,6 @@ def test_workspace_only_allows_motion_back_toward_the_box():
     d = f.on_policy(*cmd(-0.5, 0.5, 0.5, 1.0), now=0.003)
     assert d.values == (-0.5, 0.5, 0.5, 1.0)
     assert f.counters.workspace_limited == 1
-
-
-def test_car_speed_cap_is_a_workspace_bound_on_gas():
-    f = SafetyFilter(SafetyConfig(
-        lower=(-1.0, 0.0, 0.0), upper=(1.0, 1.0, 1.0), zero=(0.0, 0.0, 1.0), max_rate=(0.0, 0.0, 0.0),
-        watchdog_timeout=0.2, workspace_observation_indices=(48,), workspace_lower=(-1.0,),
-        workspace_upper=(0.3,), workspace_action_axes=(1,), require_confirmation=False,
-    ))  # fmt: skip
-    obs = np.zeros(55)
-    obs[48] = 0.5
-    f.on_observation(obs, 0.0)
-    assert f.on_policy(*cmd(0.2, 1.0, 0.0), now=0.01).values == (0.2, 0.0, 0.0)
-    obs[48] = 0.1
-    f.on_observation(obs, 0.02)
-    assert f.on_policy(*cmd(0.2, 1.0, 0.0), now=0.03).values == (0.2, 1.0, 0.0)
 
 
 def test_watchdog_stops_before_the_budget_and_holds_the_gripper():
@@ -197,6 +185,8 @@ def test_no_confirmation_means_zero():
         dict(hold_axes=(7,)),
         dict(workspace_lower=(0.0,)),
         dict(lower=(math.nan, -1.0, -1.0, 0.0)),
+        dict(workspace_reach=0.0),
+        dict(estop_timeout=-1.0),
     ],
 )
 def test_inconsistent_configs_are_refused(change):
@@ -224,10 +214,117 @@ def test_random_garbage_never_leaves_the_bounds():
     assert f.counters.rejected > 0 and f.counters.passed > 0
 
 
-def test_reconfigure_keeps_the_latch_and_refuses_a_different_action_size():
-    f = armed()
-    f.on_estop(True, 0.01)
-    f.reconfigure(SafetyConfig(**{**ARM, "teleop_hold": 0.1}))
-    assert f.estop_latched and f.config.teleop_hold == 0.1
-    with pytest.raises(InvalidSafetyConfig):
-        f.reconfigure(SafetyConfig(lower=(-1.0,), upper=(1.0,), zero=(0.0,), max_rate=(0.0,)))
+# ---- stops are stops (issue 16) -----------------------------------------------------------------
+def test_motion_resumes_after_a_watchdog_stop_only_after_a_fresh_confirmation():
+    """Issue 16: "After a watchdog stop, motion resumes by itself when the sensor returns (the
+    episode confirmation survives the stale period)". Now the stale stop revokes it."""
+    f = armed(max_rate=(0.0,) * 4)
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=3), now=0.01).reason == "policy"
+    t = 0.02
+    while (d := f.tick(t)) is None:  # the sensor goes silent; the policy keeps talking
+        f.on_policy(*cmd(0.5, 0, 0, 1, episode=3, step=1), now=t)
+        t += 0.01
+    assert d.reason == "stale" and f.confirmed_episode is None
+    f.on_observation(INSIDE, t + 0.01)  # the sensor is back, same episode
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=3, step=2), now=t + 0.01).reason == "unconfirmed"
+    assert f.tick(t + 0.02).reason == "unconfirmed"
+    assert f.confirm_episode()[0]
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=3, step=3), now=t + 0.03).reason == "policy"
+    assert f.counters.revoked == 1
+
+
+@pytest.mark.parametrize("fault", ["estop", "nan", "policy_silent"])
+def test_every_fault_revokes_the_running_episodes_confirmation(fault):
+    f = armed(max_rate=(0.0,) * 4)
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=2), now=0.01).reason == "policy"
+    if fault == "estop":
+        f.on_estop(True, 0.02)
+        f.on_estop(False, 0.03)
+        assert f.rearm(0.03)[0]
+    elif fault == "nan":
+        assert f.on_policy(*cmd(0.5, math.nan, 0, 1, episode=2, step=1), now=0.02).reason == "rejected"
+    else:
+        f.on_observation(INSIDE, 0.05)
+        assert f.tick(0.08).reason == "stale"  # the policy fell silent mid-episode
+    f.on_observation(INSIDE, 0.07)
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=2, step=2), now=0.07).reason == "unconfirmed"
+
+
+def test_a_confirmation_given_between_episodes_or_during_a_stop_counts():
+    """The normal flow stays possible: the operator confirms while the robot waits (the
+    policy silent, no episode running) or while it is stopped, and the next episode runs."""
+    f = SafetyFilter(SafetyConfig(**{**ARM, "max_rate": (0.0,) * 4}))
+    assert f.tick(0.0).reason == "stale"  # no sensor yet
+    assert f.confirm_episode()[0]  # confirmed during that stop
+    f.on_observation(INSIDE, 0.01)
+    assert f.tick(0.02).reason == "stale" and f.confirm_pending, "waiting for the policy revokes nothing"
+    assert f.on_policy(*cmd(0.2, 0, 0, 1, episode=1), now=0.03).reason == "policy"
+
+
+def test_a_pending_confirmation_does_not_survive_a_fault_that_starts_after_it():
+    f = SafetyFilter(SafetyConfig(**ARM))
+    f.on_observation(INSIDE, 0.0)
+    f.tick(0.01)
+    assert f.confirm_episode()[0]
+    assert f.tick(0.2).reason == "stale"  # the sensor died after the confirmation
+    f.on_observation(INSIDE, 0.21)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1, episode=1), now=0.21).reason == "unconfirmed"
+
+
+def test_an_estop_heartbeat_that_goes_silent_or_loses_its_publisher_latches():
+    """Issue 16: "The e-stop is a volatile topic with no heartbeat". With `estop_timeout` the
+    e-stop must keep talking: never heard -> no motion; silent -> latched; gone -> latched."""
+    f = armed(estop_timeout=0.2, max_rate=(0.0,) * 4)
+    f.on_observation(INSIDE, 0.01)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.01).reason == "estop", "never heard: no motion"
+    f.on_estop(False, 0.02)
+    assert f.confirm_episode()[0]
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.03).reason == "policy"
+    f.on_observation(INSIDE, 0.3)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.3).reason == "estop", "silent for 0.28 s > 0.2 s"
+    assert f.estop_latched and "heartbeat" in f.estop_cause
+    assert not f.rearm(0.3)[0], "no re-arm while the heartbeat is missing"
+    f.on_estop(False, 0.31)
+    assert f.rearm(0.31)[0]
+    assert f.on_estop_publishers(1, 0.32) is None
+    assert f.on_estop_publishers(0, 0.33).reason == "estop" and f.estop_latched
+    assert f.counters.estops == 2
+
+
+def test_without_a_heartbeat_a_silent_estop_changes_nothing():
+    f = armed(max_rate=(0.0,) * 4)
+    assert f.on_estop_publishers(0, 0.01) is None
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.02).reason == "policy"
+
+
+def test_the_autonomy_deadman_gates_policy_commands_not_teleop():
+    f = armed(deadman_timeout=0.3, max_rate=(0.0,) * 4)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.01).reason == "deadman"
+    f.on_deadman(True, 0.02)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.03).reason == "policy"
+    assert f.on_deadman(False, 0.04).reason == "deadman", "a release stops at once"
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.05).reason == "deadman"
+    assert f.on_teleop(*cmd(-0.2, 0, 0, 1), now=0.06).reason == "teleop"
+    f.on_deadman(True, 0.6)
+    f.on_observation(INSIDE, 0.6)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=0.61).reason == "policy", "pressing again resumes"
+    f.on_observation(INSIDE, 1.0)
+    assert f.on_policy(*cmd(0.2, 0, 0, 1), now=1.0).reason == "deadman", "a Joy stream gone silent"
+
+
+def test_the_workspace_box_must_lie_within_the_arms_reach():
+    """Issue 16: "The arm's workspace box is in Meta-World coordinates (far corner 1.12 m from
+    the base, beyond a UR5e's or Franka's reach)". The box is now checked against the reach."""
+    metaworld_box = dict(workspace_lower=(-0.5, 0.3, 0.05), workspace_upper=(0.5, 1.0, 0.5))
+    with pytest.raises(InvalidSafetyConfig, match="beyond workspace_reach"):
+        SafetyConfig(**{**ARM, **metaworld_box, "workspace_reach": 0.85})
+    with pytest.raises(InvalidSafetyConfig, match="workspace_reach"):
+        SafetyConfig(**{**ARM, "workspace_reach": 0.0})
+    assert SafetyConfig(**ARM).workspace_reach == 0.85
+    assert farthest_corner((-0.3, 0.3, 0.05), (0.3, 0.6, 0.4)) == pytest.approx(math.sqrt(0.09 + 0.36 + 0.16))
+
+
+def test_every_stop_reason_is_a_stop():
+    for reason in ("stale", "estop", "rejected", "unconfirmed", "deadman", "shutdown", "startup"):
+        assert Decision((0.0,), 0, 0, reason).stopped
+    assert not Decision((0.0,), 0, 0, "policy").stopped and not Decision((0.0,), 0, 0, "teleop").stopped

@@ -14,48 +14,69 @@ is read STATE; the diagnostics use STATE as documented in docs/ROS_INTERFACES.md
 from __future__ import annotations
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import SetParametersResult
+from rclpy.duration import Duration
 from rclpy.node import Node
+from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
 from refine_ros import qos
 from refine_ros.messages import pack_vector
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
+from refine_ros.params import (
+    Param,
+    Required,
+    StartRefused,
+    Unset,
+    declare_parameters,
+    refusing,
+    values,
+)
 from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
 
 # The limits belong to one robot, so they have no default here: each real profile sets them
 # (config/arm_real.yaml, config/rc_car_real.yaml) and the node refuses to start without them.
-# Only behaviour that is the same on every robot has a default.
-_LIMIT = {"read_only": False}
+# Only behaviour that is the same on every robot has a default. Every limit, `dry_run` and
+# `require_confirmation` is read-only: fixed at start, so `ros2 param set` cannot loosen them
+# while the robot runs (restart the node to change them).
 PARAMETERS: dict[str, Param] = {
-    "lower": Param(Required("double_array"), "per-axis lower clamp of the command, task action order", **_LIMIT),
-    "upper": Param(Required("double_array"), "per-axis upper clamp of the command, task action order", **_LIMIT),
-    "zero": Param(Required("double_array"), "the stop command (arm: no motion; car: steer 0, gas 0, brake 1)",
-                  **_LIMIT),
-    "max_rate": Param(Required("double_array"), "largest change per second per axis when ramping up (<= 0: "
-                      "unlimited); stops are immediate", **_LIMIT),
-    "hold_axes": Param(Required("integer_array"), "axes whose stop value is the last value sent (arm gripper "
-                       "keeps its grip); [-1] = none", **_LIMIT),
+    "lower": Param(Required("double_array"), "per-axis lower clamp of the command, in the task's action units "
+                   "(task action order)"),
+    "upper": Param(Required("double_array"), "per-axis upper clamp of the command, in the task's action units"),
+    "zero": Param(Required("double_array"), "the stop command in action units (arm: no motion; car: steer 0, "
+                  "gas 0, brake 1, which every car bridge mode turns into zero speed, never reverse)"),
+    "max_rate": Param(Required("double_array"), "largest change per second per axis when ramping up, action units "
+                      "per second (<= 0: unlimited); stops are immediate"),
+    "hold_axes": Param(Required("integer_array"), "axes whose stop value is the last value sent (the arm's "
+                       "gripper position: keeping it is no motion); [-1] = none"),
     "watchdog_timeout": Param(Required("double"), "seconds within which zero is commanded after observations or "
-                              "commands go stale", (0.005, 5.0), **_LIMIT),
+                              "commands go stale", (0.005, 5.0)),
     "watchdog_period": Param(Required("double"), "watchdog timer period in seconds (<= watchdog_timeout / 4); "
                              "inputs are stale after timeout - period - max(period, 0.3 * timeout)", (0.001, 1.0)),
-    "workspace_observation_indices": Param(Required("integer_array"), "observation coordinates checked against "
-                                           "the box (arm: gripper xyz 0,1,2; car: speed 48)", **_LIMIT),
-    "workspace_lower": Param(Required("double_array"), "lower bound per checked coordinate", **_LIMIT),
-    "workspace_upper": Param(Required("double_array"), "upper bound per checked coordinate (car: the speed cap)",
-                             **_LIMIT),
-    "workspace_action_axes": Param(Required("integer_array"), "action axis that moves each checked coordinate; "
-                                   "outside the box only motion back is kept", **_LIMIT),
-    "teleop_hold": Param(0.5, "seconds a teleop command keeps preempting policy commands", (0.0, 10.0), **_LIMIT),
-    "require_confirmation": Param(True, "policy commands need safety/confirm_episode before each episode",
-                                  **_LIMIT),
-    "dry_run": Param(False, "decide every command but publish nothing on refine/safe_action", **_LIMIT),
+    "workspace_observation_indices": Param(Unset("integer_array"), "observation coordinates checked against the "
+                                           "box (arm: gripper xyz 0, 1, 2, metres in the base frame); unset: no box"),
+    "workspace_lower": Param(Unset("double_array"), "lower corner of the box, per checked coordinate (arm: m)"),
+    "workspace_upper": Param(Unset("double_array"), "upper corner of the box, per checked coordinate (arm: m)"),
+    "workspace_action_axes": Param(Unset("integer_array"), "action axis that moves each checked coordinate; "
+                                   "outside the box only motion back is kept"),
+    "workspace_reach": Param(Unset("double"), "metres the arm reaches from its base frame's origin; every corner "
+                             "of the box must lie within it (required with a box)"),
+    "teleop_hold": Param(0.5, "seconds a teleop command keeps preempting policy commands", (0.0, 10.0)),
+    "require_confirmation": Param(True, "policy commands need safety/confirm_episode before each episode and "
+                                  "after every stop"),
+    "dry_run": Param(False, "decide every command but publish nothing on refine/safe_action"),
+    "estop_timeout": Param(0.0, "seconds: > 0 makes refine/estop a heartbeat (the e-stop publishes its state "
+                           "continuously; silence or its publisher leaving latches the e-stop); 0: off",
+                           (0.0, 10.0)),
+    "deadman_topic": Param("/joy", "sensor_msgs/Joy carrying the autonomy dead-man button"),
+    "deadman_button": Param(-1, "button that must be held for policy commands to pass (F1TENTH: 5, RB); -1: off",
+                            (-1, 64)),
+    "deadman_timeout": Param(0.5, "seconds after which the dead-man's last Joy message counts as released",
+                             (0.01, 5.0)),
     "status_period": Param(0.1, "seconds between safety/status diagnostics", (0.01, 10.0)),
 }
-_FIXED = {name for name, p in PARAMETERS.items() if p.read_only}
+SHUTDOWN_ACK_S = 0.5
+"""How long destroy_node waits for the bridge to acknowledge the shutdown stop."""
 
 _LEVEL = {
     "policy": DiagnosticStatus.OK,
@@ -64,7 +85,9 @@ _LEVEL = {
     "startup": DiagnosticStatus.WARN,
     "stale": DiagnosticStatus.WARN,
     "rejected": DiagnosticStatus.WARN,
+    "deadman": DiagnosticStatus.WARN,
     "estop": DiagnosticStatus.ERROR,
+    "shutdown": DiagnosticStatus.WARN,
 }
 
 
@@ -78,7 +101,7 @@ class SafetyNode(Node):
             except InvalidSafetyConfig as exc:
                 raise StartRefused(f"safety_node: invalid safety limits: {exc}") from None
         self.published = 0
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._dry_run = bool(self.get_parameter("dry_run").value)
 
         self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.CONTROL)
         self._status_pub = self.create_publisher(DiagnosticArray, "safety/status", qos.STATE)
@@ -86,7 +109,11 @@ class SafetyNode(Node):
         self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.STATE)
+        self._deadman_button = int(self.get_parameter("deadman_button").value)
+        if self._deadman_button >= 0:
+            self.create_subscription(Joy, str(self.get_parameter("deadman_topic").value), self._on_joy, qos.SENSOR)
         self._last_tick: float | None = None
+        self._deferred = False
         self.late_ticks = 0
         self._watchdog = self.create_timer(self.filter.config.watchdog_period, self._on_tick)
         self._status_timer = self.create_timer(float(self.get_parameter("status_period").value), self._publish_status)
@@ -98,19 +125,15 @@ class SafetyNode(Node):
         )
 
     # ---- parameters ---------------------------------------------------------------------
-    @property
-    def _dry_run(self) -> bool:
-        return bool(self.get_parameter("dry_run").value)
-
     @staticmethod
     def _config_from(p: dict[str, object]) -> SafetyConfig:
         """Every limit of `p` (parameter name -> value) as one checked SafetyConfig."""
 
         def floats(name: str) -> tuple[float, ...]:
-            return tuple(float(v) for v in p[name])
+            return tuple(float(v) for v in p[name] or ())
 
         def ints(name: str) -> tuple[int, ...]:
-            return tuple(int(v) for v in p[name])
+            return tuple(int(v) for v in p[name] or ())
 
         return SafetyConfig(
             lower=floats("lower"),
@@ -126,22 +149,11 @@ class SafetyNode(Node):
             workspace_lower=floats("workspace_lower"),
             workspace_upper=floats("workspace_upper"),
             workspace_action_axes=ints("workspace_action_axes"),
+            workspace_reach=float(p["workspace_reach"] or 0.0),
             require_confirmation=bool(p["require_confirmation"]),
+            estop_timeout=float(p["estop_timeout"]),
+            deadman_timeout=float(p["deadman_timeout"]) if int(p["deadman_button"]) >= 0 else 0.0,
         )
-
-    def _on_set_parameters(self, params) -> SetParametersResult:
-        """Limits change only as a consistent set; the latch and confirmation survive a change."""
-        changes = {p.name: p.value for p in params}
-        if _FIXED & set(changes):  # read-only parameters never get here through ROS; be explicit anyway
-            return SetParametersResult(successful=False, reason=f"{sorted(_FIXED & set(changes))} are fixed at start")
-        if not set(changes) - {"dry_run"}:
-            return SetParametersResult(successful=True)
-        try:
-            config = self._config_from({**values(self, PARAMETERS), **changes})
-            self.filter.reconfigure(config)
-        except (InvalidSafetyConfig, TypeError, ValueError) as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
 
     # ---- callbacks ----------------------------------------------------------------------
     def _now(self) -> float:
@@ -163,22 +175,31 @@ class SafetyNode(Node):
             return
         self.filter.on_observation(msg.data[2:], self._now())
 
+    def _on_joy(self, msg: Joy) -> None:
+        b = self._deadman_button
+        self._send(self.filter.on_deadman(b < len(msg.buttons) and bool(msg.buttons[b]), self._now()))
+
     def _on_tick(self) -> None:
         """The watchdog. rclpy runs a ready timer before ready subscriptions, so after this
         process was held up (a tick more than two periods late) the observations and commands
         that arrived meanwhile are still queued behind this call: judging now would stop a robot
-        whose inputs are fresh. Such a tick only notes the time; the next one, at most a period
-        later and after those messages, judges."""
+        whose inputs are fresh. Such a tick only notes the time and the next one, at most a
+        period later and after those messages, judges. Only one tick in a row is deferred: a
+        process held up again and again still has every second tick judge."""
         now = self._now()
         late = self._last_tick is not None and now - self._last_tick > 2 * self.filter.config.watchdog_period
         self._last_tick = now
-        if late:
+        if late and not self._deferred:
+            self._deferred = True
             self.late_ticks += 1
             return
+        self._deferred = False
+        if self.filter.config.estop_timeout > 0:
+            self._send(self.filter.on_estop_publishers(self.count_publishers("refine/estop"), now))
         self._send(self.filter.tick(now))
 
     def _on_rearm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        response.success, response.message = self.filter.rearm()
+        response.success, response.message = self.filter.rearm(self._now())
         self.get_logger().warning(f"rearm: {response.message}")
         return response
 
@@ -188,10 +209,23 @@ class SafetyNode(Node):
         return response
 
     def _send(self, decision: Decision | None) -> None:
+        """The decision's reason travels as the dimension label: the bridge and the logger can
+        tell a stop from a command that happens to be zero."""
         if decision is None or self._dry_run:
             return
-        self._safe_pub.publish(pack_vector(decision.episode, decision.step, decision.values))
+        self._safe_pub.publish(pack_vector(decision.episode, decision.step, decision.values, label=decision.reason))
         self.published += 1
+
+    def destroy_node(self) -> None:
+        """A node that ends (Ctrl-C, SIGTERM, launch shutting down) leaves the robot stopped:
+        the stop goes out, and the bridge gets a moment to acknowledge it, before the node goes."""
+        if not self._dry_run and self.context.ok():
+            try:
+                self._send(self.filter.stop_now("shutdown", self._now()))
+                self._safe_pub.wait_for_all_acked(Duration(seconds=SHUTDOWN_ACK_S))
+            except Exception as exc:  # noqa: BLE001 - shutting down: report, never mask the exit
+                self.get_logger().warning(f"shutdown stop not confirmed: {exc}")
+        super().destroy_node()
 
     def _publish_status(self) -> None:
         values = self.filter.status(self._now())
