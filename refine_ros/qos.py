@@ -21,6 +21,9 @@
   local, depth 1: a node that starts (or restarts) late receives exactly the request that is
   waiting for it, never an older one it would run again.
 - SENSOR: camera images, markers and driver sensor inputs, best effort as drivers publish.
+- TF / TF_STATIC: the readers of `/tf` and `/tf_static`, as tf2_ros's own listener reads them
+  (reliable, depth 100; the static one transient local, so transforms a robot published once at
+  start still arrive).
 """
 
 from rclpy.qos import (
@@ -56,3 +59,10 @@ COMMAND = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE
 )
 SENSOR = qos_profile_sensor_data
+TF = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+TF_STATIC = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=100,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)

@@ -147,6 +147,12 @@ def farthest_corner(lower: Sequence[float], upper: Sequence[float]) -> float:
 
 PASSING = ("policy", "teleop")
 """Decision reasons that move the robot; every other reason is a stop."""
+
+
+def stop_label(label: str) -> bool:
+    """A safe command labelled with a stop reason ('' is an unlabelled command: a tool that
+    drives a bridge directly, or a recording made before the labels)."""
+    return bool(label) and label not in PASSING
 KEEPS_CONFIRMATION = ("unconfirmed", "deadman", "idle", "startup")
 """Stop causes that do not revoke the episode confirmation (see the module docstring); "idle"
 is a silent policy while no confirmed episode runs (between episodes: no fault), "startup" the

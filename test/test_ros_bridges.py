@@ -3,6 +3,7 @@ real-robot node (declared parameters, clean shutdown as a real process)."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -195,17 +196,18 @@ def test_arm_bridge_commands_and_door_observation(graph):
 
 
 # ---- car ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command_type", ["twist", "array"])
-def test_rc_car_bridge_commands_and_semantic_observation(graph, command_type):
-    bridge = graph.add(rc_car_bridge.RcCarBridge(context=graph.ctx, parameter_overrides=[
-        Parameter("command_type", value=command_type), Parameter("max_speed", value=2.0),
-        Parameter("max_steer", value=0.5), Parameter("speed_to_sim", value=10.0),
-    ]))  # fmt: skip
+TWIST_CAR = dict(command_type="twist", wheelbase=0.33, wheel_source="encoders", wheel_radius=0.05)
+"""A car driven by geometry_msgs/Twist with wheel encoders: the settings that need no message
+package beyond the standard ones (the F1TENTH default is tested with its own messages)."""
+
+
+def test_rc_car_bridge_twist_commands_and_semantic_observation(graph):
+    bridge = make(rc_car_bridge.RcCarBridge, graph, **TWIST_CAR, max_speed=2.0, speed_to_sim=10.0)
     fake = graph.add(Node("fake_car", context=graph.ctx))
-    cmds, obs = Inbox(), Inbox()
-    kind = Twist if command_type == "twist" else Float64MultiArray
-    fake.create_subscription(kind, "/cmd_vel", cmds, qos.COMMAND)
+    cmds, obs, results = Inbox(), Inbox(), Inbox()
+    fake.create_subscription(Twist, "/cmd_vel", cmds, qos.COMMAND)
     fake.create_subscription(Float64MultiArray, "refine/observation", obs, qos.LOG)
+    fake.create_subscription(Float64MultiArray, "refine/command_result", results, qos.LOG)
     act = fake.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
     odom = fake.create_publisher(Odometry, "/odom", qos.SENSOR)
     wheels = fake.create_publisher(JointState, "/wheel_states", qos.SENSOR)
@@ -213,22 +215,12 @@ def test_rc_car_bridge_commands_and_semantic_observation(graph, command_type):
     assert wait_until(lambda: act.get_subscription_count() and odom.get_subscription_count()
                       and tiles.get_subscription_count())  # fmt: skip
 
-    act.publish(pack_vector(0, 0, [0.5, 0.8, 0.2]))  # steer right
-    assert wait_until(lambda: len(cmds))
-    if command_type == "twist":
-        assert cmds.last().linear.x == pytest.approx(1.2)
-        assert cmds.last().angular.z == pytest.approx(-0.25), "negative z turns right in ROS"
-    else:
-        assert tuple(cmds.last().data) == pytest.approx((0.5, 0.8, 0.2))
-    act.publish(pack_vector(0, 1, [0.5, 0.8]))
-    assert wait_until(lambda: bridge.rejected == 1)
-
     grid = np.arange(48, dtype=float) / 100.0
     o = Odometry()
-    o.twist.twist.linear.x, o.twist.twist.linear.y = 3.0, 4.0  # 5 m/s -> 50 sim units -> 0.5
+    o.twist.twist.linear.x, o.twist.twist.linear.y = 0.3, 0.4  # 0.5 m/s -> 5 world units -> 0.05
     o.twist.twist.angular.z = 0.3
     o.pose.pose.orientation.w, o.pose.pose.orientation.z = np.cos(np.pi / 8), np.sin(np.pi / 8)
-    w = JointState(name=["wheel_rr", "wheel_fl", "wheel_fr", "wheel_rl"], velocity=[4.0, 1.0, 2.0, 3.0])
+    w = JointState(name=["wheel_rr", "wheel_fl", "wheel_fr", "wheel_rl"], velocity=[40.0, 10.0, 20.0, 30.0])
     for _ in range(20):
         odom.publish(o)
         wheels.publish(w)
@@ -238,10 +230,46 @@ def test_rc_car_bridge_commands_and_semantic_observation(graph, command_type):
     v = np.array(unpack_vector(obs.last()).values)
     assert v.shape == (55,)
     assert v[:48] == pytest.approx(grid)
-    assert v[48] == pytest.approx(0.5)
+    assert v[48] == pytest.approx(0.05)
     assert v[49] == pytest.approx(0.25)  # yaw pi/4 over pi
     assert v[50] == pytest.approx(0.3)
-    assert v[51:55] == pytest.approx([1.0, 2.0, 3.0, 4.0])  # fl, fr, rl, rr whatever the order
+    # wheel surface speeds: rad/s x 0.05 m = 0.5 .. 2.0 m/s, on the speed scale (x 10 / 100)
+    assert v[51:55] == pytest.approx([0.05, 0.1, 0.15, 0.2]), "fl, fr, rl, rr whatever the order"
+
+    odom.publish(o)
+    act.publish(pack_vector(0, 0, [0.5, 0.8, 0.2], label="policy"))  # steer right at 60 % gas
+    assert wait_until(lambda: len(cmds))
+    assert cmds.last().linear.x == pytest.approx(1.2)
+    angle = -0.5 * 0.34  # the profile's max_steering_angle; negative: right in ROS
+    assert cmds.last().angular.z == pytest.approx(1.2 * math.tan(angle) / 0.33)
+    assert wait_until(lambda: len(results)) and list(unpack_vector(results.last()).values) == [0.0, 0.0]
+    act.publish(pack_vector(0, 1, [0.5, 0.8]))
+    assert wait_until(lambda: bridge.rejected == 1)
+    assert wait_until(lambda: cmds.last().linear.x == 0.0), "a malformed command is a stop, not held"
+
+
+@pytest.mark.parametrize("mode", ["twist", "array"])
+def test_the_cars_stop_never_reverses(graph, mode):
+    """Issue 16: "A stopped car drives backwards": the safety node's stop [steer 0, gas 0,
+    brake 1] became linear.x = -max_speed in twist mode. Now it is zero motion in every mode."""
+    settings = TWIST_CAR if mode == "twist" else {**TWIST_CAR, "command_type": "array", "command_topic": "/car_cmd"}
+    make(rc_car_bridge.RcCarBridge, graph, **settings)
+    fake = graph.add(Node("fake_car", context=graph.ctx))
+    cmds = Inbox()
+    fake.create_subscription(Twist if mode == "twist" else Float64MultiArray,
+                             "/cmd_vel" if mode == "twist" else "/car_cmd", cmds, qos.COMMAND)
+    act = fake.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
+    assert wait_until(lambda: act.get_subscription_count() and fake.count_publishers("/cmd_vel" if mode == "twist"
+                                                                                      else "/car_cmd"))
+    zero = resolve_profile("rc_car_real", check_modules=False).node("safety_node").parameters["zero"]
+    for label in ("stale", ""):  # the safety node's stop, and the same values unlabelled
+        n = len(cmds)
+        act.publish(pack_vector(0, 0, zero, label=label))
+        assert wait_until(lambda n=n: len(cmds) > n)
+        if mode == "twist":
+            assert (cmds.last().linear.x, cmds.last().angular.z) == (0.0, 0.0)
+        else:
+            assert tuple(cmds.last().data) == (0.0, 0.0, 1.0), "array: brake, never a throttle"
 
 
 # ---- lifecycle ---------------------------------------------------------------------------------

@@ -429,7 +429,8 @@ def test_a_row_waits_for_its_late_safe_command_but_not_forever():
     assert joiner.ripe(1.0, 0.5, False, running, want_safe=True) == []
     joiner.add_safe((1, 0), [0.25], received=1.1, closed=False)
     assert joiner.ripe(1.2, 0.5, False, running, want_safe=True) == [(1, 0)]
-    assert joiner.safe_columns((1, 0)) == {"safe_a": 0.25}
+    columns = joiner.safe_columns((1, 0))
+    assert columns["safe_a"] == 0.25 and set(columns) == {"safe_a", "halted", "rejected"}
     # a safety node that never answers (dry run) holds a row back only up to 5 join timeouts
     joiner.add((1, 2), "observation", [2.0], received=0.0)
     assert (1, 1) not in joiner.ripe(2.4, 0.5, False, running, want_safe=True)

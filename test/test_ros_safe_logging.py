@@ -58,6 +58,34 @@ def test_safe_columns_take_the_first_command_per_step_and_never_hold_a_row(run_d
     assert set(steps["act_a"]) == {2.0}, "the policy's command stays in act_*"
 
 
+def test_halted_and_rejected_steps_are_never_logged_as_executed(run_dir):
+    """Issue 16: "halted-arm steps are logged as executed". The safety node's label (a stop
+    reason) and the bridge's command result ([halted, rejected]) mark what the robot did not do."""
+    w = LogWriter(run_dir, task="t", action_names=("a",), observation_columns=("o",), flush_period=0.05,
+                  join_timeout=0.1, log_safe_action=True)
+    w.start()
+    w.put("events", pack_json({"event": "start", "episode": 2, "index": 0, "round": 0, "kind": "diagnostic"}))
+    outcomes = {0: ("policy", None), 1: ("stale", None), 2: ("policy", (0.0, 1.0)), 3: ("policy", (1.0, 0.0)),
+                4: ("", None)}
+    for t, (label, result) in outcomes.items():
+        w.put("observation", pack_vector(2, t, [t]))
+        w.put("action", pack_vector(2, t, [0.5]))
+        w.put("safe", pack_vector(2, t, [0.0 if label == "stale" else 0.5], label=label))
+        if result is not None:
+            w.put("result", pack_vector(2, t, result))
+    w.put("observation", pack_vector(2, 5, [5]))
+    w.put("events", pack_json({"event": "end", "episode": 2, "steps": 5}))
+    ok, message = w.flush(10.0)
+    w.stop()
+    assert ok, message
+    with RunDatabase(run_dir) as db:
+        steps = db.load_steps(1)
+    # step 1: the safety node stopped it; 2: the driver (Servo) refused it; 3: the bridge's own
+    # stop (e-stop or a lost driver) although the safety node passed it; 4: unlabelled: unknown
+    assert list(steps["halted"].fillna(-1)) == [0.0, 1.0, 0.0, 1.0, -1]
+    assert list(steps["rejected"].fillna(-1)) == [-1, -1, 1.0, 0.0, -1]
+
+
 def test_without_the_parameter_there_are_no_safe_columns(run_dir):
     w = LogWriter(run_dir, task="t", action_names=("a",), observation_columns=("o",), flush_period=0.05,
                   join_timeout=0.1)
@@ -95,7 +123,7 @@ class FakePolicyAndBridge(Node):
     @staticmethod
     def observation(step: int) -> list[float]:
         obs = np.zeros(len(DOOR.observation_columns))
-        obs[0:3] = (0.0, 0.6 + 0.001 * step, 0.2)  # the gripper inside the workspace box
+        obs[0:3] = (0.45, 0.001 * step, 0.25)  # the tool inside the workspace box (m, base frame)
         return obs.tolist()
 
 
@@ -166,8 +194,11 @@ def test_the_logger_records_what_the_safety_node_sent(run_dir, dry_run):
     if dry_run:
         assert published == 0
         assert np.isnan(safe).all(), "dry run: nothing was sent, so every safe_* is NaN"
+        assert table["halted"].isna().all() and table["rejected"].isna().all()
     else:
         assert published >= steps
         assert not np.isnan(safe).any()
         assert np.allclose(safe, np.clip(acted, LOWER, UPPER)), "safe_* is the clamped command"
         assert not math.isclose(safe[0, 0], acted[0, 0]), "the clamp really changed the command"
+        assert (table["halted"] == 0.0).all(), "every step passed the safety node (its label says so)"
+        assert table["rejected"].isna().all(), "no bridge ran: whether a driver refused is unknown"

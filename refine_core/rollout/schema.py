@@ -12,6 +12,9 @@ become an empty one. Every column name of a rollout table is built here and nowh
     act_<action>                                     executed action, after clipping
     expert_<action>                                  the expert's relabel (only when switched on)
     safe_<action>                                    what a robot's safety node sent (robots only)
+    halted, rejected                                 1 when a stop went out instead of the step's
+                                                     command / the robot's driver refused it
+                                                     (robots only; NaN: unknown, e.g. dry run)
     reward, done
     next_<observation column>                        the observation after the step
 """
@@ -25,6 +28,8 @@ from refine_core.tasks.spec import TaskSpec
 
 ID_COLUMNS = ("run_id", "round", "kind", "episode", "seed", "step")
 OUTCOME_COLUMNS = ("reward", "done")
+EXECUTION_COLUMNS = ("halted", "rejected")
+"""What became of each step's command on a robot (with the safe_* columns)."""
 EPISODE_KINDS = ("diagnostic", "selection", "eval")
 """The kinds of episode a round runs: the table the diagnostics read, the episodes that pick
 the best round, and the episodes that are only reported."""
@@ -89,7 +94,7 @@ class RolloutSchema:
         if self.expert:
             columns += self.expert_columns()
         if self.safe:
-            columns += self.safe_columns()
+            columns += [*self.safe_columns(), *EXECUTION_COLUMNS]
         return columns + [*OUTCOME_COLUMNS, *self.next_observation()]
 
     def data_columns(self) -> list[str]:

@@ -12,6 +12,11 @@ With `log_safe_action` (real profiles) the safety node's `refine/safe_action` fi
 machine the safety node's answer can come later than the policy's own streams; but only up to
 5 join timeouts, after which the row is written with NaN there (dry run, or a command the
 safety node skipped for a newer one), so a silent safety node can delay a row, never drop it.
+With them go `halted` and `rejected`: whether a stop went out instead of the step's command
+(the bridge's `refine/command_result`, which also knows its own stops; without it, the safety
+node's label on the safe command) and whether the robot's driver refused the command (the
+bridge's result only; NaN without it). A step the robot never executed is never logged as if
+it had been.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from refine_core.rollout.schema import EXECUTION_COLUMNS
 from refine_ros.messages import COUNTERS
+from refine_ros.safety import stop_label
 
 Key = tuple[int, int]
 """(episode counter, step)."""
@@ -47,8 +54,10 @@ class RowJoiner:
         self.pending: dict[Key, dict[str, Any]] = {}
         self.born: dict[Key, float] = {}
         self.written: set[Key] = set()
-        self.safe: dict[Key, tuple[float, tuple[float, ...]]] = {}
-        """The first safe command per step."""
+        self.safe: dict[Key, tuple[float, tuple[float, ...], float]] = {}
+        """The first safe command per step, and whether the safety node labelled it a stop."""
+        self.results: dict[Key, tuple[float, tuple[float, float]]] = {}
+        """The bridge's [halted, rejected] per step (its first result)."""
 
     def set_columns(self, stream: str, names: Any) -> None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -122,7 +131,7 @@ class RowJoiner:
         self.written = {k for k in self.written if k[0] != number}
 
     # -- the safe-action side stream ---------------------------------------------------------------
-    def add_safe(self, key: Key, values: Sequence[float], received: float, closed: bool) -> None:
+    def add_safe(self, key: Key, values: Sequence[float], received: float, closed: bool, label: str = "") -> None:
         """Keep the first safe command carrying a step's counters: the safety node's answer to
         that step's policy command. Later ones with the same counters are watchdog stops
         repeating the last step."""
@@ -130,13 +139,26 @@ class RowJoiner:
             raise BadMessage(f"safe action: not a counted vector of actions {self.action_names}")
         if closed or key in self.written or key in self.safe:
             return
-        self.safe[key] = (received, tuple(float(v) for v in values))
+        halted = math.nan if not label else float(stop_label(label))
+        self.safe[key] = (received, tuple(float(v) for v in values), halted)
+
+    def add_result(self, key: Key, values: Sequence[float], received: float, closed: bool) -> None:
+        """Keep the bridge's first [halted, rejected] for a step."""
+        if len(values) != 2:
+            raise BadMessage("command result: expected [halted, rejected]")
+        if closed or key in self.written or key in self.results:
+            return
+        self.results[key] = (received, (float(values[0]), float(values[1])))
 
     def safe_columns(self, key: Key) -> dict[str, float]:
-        values = self.safe.pop(key, (0.0, (math.nan,) * len(self.action_names)))[1]
-        return {f"safe_{n}": v for n, v in zip(self.action_names, values, strict=True)}
+        _t, values, halted = self.safe.pop(key, (0.0, (math.nan,) * len(self.action_names), math.nan))
+        _t, result = self.results.pop(key, (0.0, (halted, math.nan)))
+        out = {f"safe_{n}": v for n, v in zip(self.action_names, values, strict=True)}
+        out.update(zip(EXECUTION_COLUMNS, result, strict=True))
+        return out
 
     def forget_safe(self, now: float, horizon: float) -> None:
-        """Safe commands no row claimed (steps never logged) do not pile up."""
-        for key in [k for k, (t, _v) in self.safe.items() if now - t > horizon and k not in self.pending]:
-            del self.safe[key]
+        """Safe commands and results no row claimed (steps never logged) do not pile up."""
+        for side in (self.safe, self.results):
+            for key in [k for k, item in side.items() if now - item[0] > horizon and k not in self.pending]:
+                del side[key]

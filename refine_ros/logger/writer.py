@@ -204,7 +204,11 @@ class LogWriter:
                 self.rows.set_columns(stream[: -len("_columns")], self._json(msg, stream))
             elif stream == "safe":
                 number, step, values = counted("safe action", msg)
-                self.rows.add_safe((number, step), values, received, number in self.book.closed)
+                label = msg.layout.dim[0].label if msg.layout.dim else ""
+                self.rows.add_safe((number, step), values, received, number in self.book.closed, label)
+            elif stream == "result":
+                number, step, values = counted("command result", msg)
+                self.rows.add_result((number, step), values, received, number in self.book.closed)
             else:
                 self._on_vector(stream, received, msg)
         except BadMessage as exc:
@@ -295,7 +299,7 @@ class LogWriter:
         now = time.monotonic()
         ripe = self.rows.ripe(now, self.join_timeout, final, self._running, self.log_safe_action)
         closing = self.book.closing(now, final)
-        if self.rows.safe:
+        if self.rows.safe or self.rows.results:
             self.rows.forget_safe(now, max(10.0, 20 * self.join_timeout))
         if not ripe and not closing and not self._events:
             return

@@ -1,43 +1,139 @@
-"""What both hardware bridges share: the shape re-check of every safe action (defence in
-depth: the safety node already checked it) and the step counter an episode's start event
-resets, so a bridge's observations carry the learner's episode counter from step 0."""
+"""What both hardware bridges share: the last hop before the robot, so the stop rules that must
+hold even when the safety node is gone live here too.
+
+- Every `refine/safe_action` is re-checked (defence in depth); a malformed one is a stop.
+- A command the safety node labels as a stop (the dimension label carries its reason) becomes
+  the bridge's own stop, zero motion in the robot's command interface, whatever the values.
+- The bridge sends that stop by itself when the node shuts down (SIGINT, SIGTERM, launch
+  ending), when its driver goes silent for `driver_timeout` (and every control tick after,
+  until it is back), and while `refine/estop` is asserted.
+- For every safe command it publishes what became of it on `refine/command_result`, a counted
+  vector [halted, rejected] with the command's counters: halted 1 when a stop went out instead
+  of the policy's command, rejected 1 when the driver refused it (MoveIt Servo halted). The
+  rollout logger stores both per step, so a halted step is never logged as executed.
+- The step counter an episode's start event resets, so observations carry the learner's
+  episode counter from step 0.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+from rclpy.duration import Duration
 from rclpy.node import Node
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import Bool, Float64MultiArray, String
 
-from refine_ros.messages import unpack_json
-from refine_ros.safety import InvalidCommand, parse_command
+from refine_ros import qos
+from refine_ros.messages import pack_vector, unpack_json
+from refine_ros.safety import InvalidCommand, parse_command, stop_label
+
+SHUTDOWN_ACK_S = 0.5
+"""How long a bridge that shuts down waits for its driver to acknowledge the stop."""
+RESULT_TOPIC = "refine/command_result"
 
 
 class BridgeNode(Node):
-    """Base of the arm and RC-car bridges; `axes` is the task's action width."""
+    """Base of the arm and RC-car bridges; `axes` is the task's action width. Subclasses call
+    `_start_bridge()` once their driver publishers exist, and implement `send_command`,
+    `send_stop` and `command_publishers`."""
 
     axes: int = 0
 
     def __init__(self, name: str, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         self.episode, self.step, self.rejected = 0, 0, 0
+        self.estop_asserted = False
+        self.driver_lost = False
+        self.stops_sent = 0
+        self.driver_rejections = 0
+        self._driver_seen: float | None = None
+        self._started = False
 
+    def _start_bridge(self, driver_timeout: float) -> None:
+        self.driver_timeout = driver_timeout
+        self._result_pub = self.create_publisher(Float64MultiArray, RESULT_TOPIC, qos.CONTROL)
+        self.create_subscription(Float64MultiArray, "refine/safe_action", self._on_safe_action, qos.COMMAND)
+        self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
+        self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
+        self._started = True
+
+    # ---- to implement -------------------------------------------------------------------
+    def send_command(self, values: np.ndarray) -> str | None:
+        """Send the task action `values` to the driver; returns why the driver refuses it, or
+        None when it takes it."""
+        raise NotImplementedError
+
+    def send_stop(self) -> None:
+        """Zero motion on the driver's command interface."""
+        raise NotImplementedError
+
+    def command_publishers(self) -> list[Any]:
+        """The publishers a shutdown stop must reach."""
+        raise NotImplementedError
+
+    # ---- shared ---------------------------------------------------------------------------
     def _param(self, name: str):
         return self.get_parameter(name).value
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _safe_values(self, msg: Float64MultiArray) -> np.ndarray | None:
-        """The command's values, or None (counted, logged at most once a second) if malformed."""
+    def _stop(self) -> None:
+        self.send_stop()
+        self.stops_sent += 1
+
+    def halt_reason(self, label: str) -> str | None:
+        if stop_label(label):
+            return label
+        if self.estop_asserted:
+            return "estop"
+        if self.driver_lost:
+            return "driver lost"
+        return None
+
+    def _on_safe_action(self, msg: Float64MultiArray) -> None:
         try:
-            _, _, values = parse_command(msg.layout.data_offset, msg.data, self.axes)
+            episode, step, values = parse_command(msg.layout.data_offset, msg.data, self.axes)
         except InvalidCommand as exc:
             self.rejected += 1
-            self.get_logger().warning(f"dropped safe_action: {exc}", throttle_duration_sec=1.0)
-            return None
-        return values
+            self.get_logger().warning(f"malformed safe_action, stopping: {exc}", throttle_duration_sec=1.0)
+            self._stop()
+            return
+        label = msg.layout.dim[0].label if msg.layout.dim else ""
+        if self.halt_reason(label) is not None:
+            self._stop()
+            result = (1.0, 0.0)
+        else:
+            refused = self.send_command(values)
+            if refused is not None:
+                self.driver_rejections += 1
+                self.get_logger().warning(f"the driver refused step {step} of episode {episode}: {refused}",
+                                          throttle_duration_sec=1.0)
+            result = (0.0, 0.0 if refused is None else 1.0)
+        self._result_pub.publish(pack_vector(episode, step, result))
+
+    def _on_estop(self, msg: Bool) -> None:
+        self.estop_asserted = bool(msg.data)
+        if self.estop_asserted:
+            self._stop()
+
+    def note_driver(self, now: float) -> None:
+        """The driver gave feedback at `now`."""
+        self._driver_seen = now
+        if self.driver_lost:
+            self.driver_lost = False
+            self.get_logger().warning("driver feedback is back; motion resumes once the safety node allows it")
+
+    def check_driver(self, now: float) -> bool:
+        """Called every control tick: False (and a stop sent) while the driver is silent."""
+        if self._driver_seen is not None and now - self._driver_seen <= self.driver_timeout:
+            return True
+        if not self.driver_lost:
+            self.driver_lost = True
+            self.get_logger().error(f"no driver feedback for {self.driver_timeout:.3f} s: stopping the robot")
+        self._stop()
+        return False
 
     def _on_event(self, msg: String) -> None:
         try:
@@ -50,3 +146,15 @@ class BridgeNode(Node):
 
     def _on_start(self) -> None:
         """A new episode begins (after the counters were reset)."""
+
+    def destroy_node(self) -> None:
+        """A bridge that ends leaves the robot stopped: the stop goes out and the driver gets a
+        moment to acknowledge it before the node goes."""
+        if self._started and self.context.ok():
+            try:
+                self._stop()
+                for pub in self.command_publishers():
+                    pub.wait_for_all_acked(Duration(seconds=SHUTDOWN_ACK_S))
+            except Exception as exc:  # noqa: BLE001 - shutting down: report, never mask the exit
+                self.get_logger().warning(f"shutdown stop not confirmed: {exc}")
+        super().destroy_node()

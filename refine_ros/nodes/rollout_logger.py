@@ -22,6 +22,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from refine_ros import qos
 from refine_ros.logger.writer import LogWriter
+from refine_ros.nodes._bridge import RESULT_TOPIC
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
 
@@ -56,7 +57,9 @@ PARAMETERS: dict[str, Param] = {
     "flush_timeout": Param(30.0, "seconds logger/flush waits for announced episode ends to be committed", (0.1, 3600.0)),
     "log_safe_action": Param(False, "also log the safety node's refine/safe_action as safe_<action> columns (what the "
                         "robot was sent; a row waits up to 5 join timeouts for it, then gets NaN: no safe "
-                        "command for that step, e.g. dry run or a command the safety node skipped for a newer one)"),
+                        "command for that step, e.g. dry run or a command the safety node skipped for a newer one) "
+                        "and the bridge's refine/command_result as halted / rejected (a stop went out instead; "
+                        "the driver refused the command)"),
 }
 
 
@@ -105,6 +108,7 @@ class RolloutLogger(Node):
             )
         if self.writer.log_safe_action:
             self.create_subscription(Float64MultiArray, SAFE_TOPIC, lambda msg: put("safe", msg), qos.LOG)
+            self.create_subscription(Float64MultiArray, RESULT_TOPIC, lambda msg: put("result", msg), qos.LOG)
         self.create_subscription(
             String, "refine/episode_events", lambda msg: put("events", msg), qos.LATCHED
         )

@@ -21,12 +21,13 @@ from gymnasium.envs.box2d import car_racing as _cr
 from gymnasium.error import InvalidAction
 from gymnasium.utils import EzPickle
 
+from refine_core.tasks.car_racing.units import SPEED_SCALE
+
 N_TILES = 12
 TILE_FEATURES = 4
 N_INDICATORS = 7
 HALF_WIDTH_UNITS = 0.2
 UNITS_PER_WORLD = HALF_WIDTH_UNITS / _cr.TRACK_WIDTH
-SPEED_SCALE = 100.0
 WHEEL_RADIUS = _cd.WHEEL_R * _cd.SIZE  # world units (0.54)
 _POS_BOUND = 40.0  # beyond any point of the playfield in track units
 _SEARCH_BACK, _SEARCH_AHEAD = 4, 20
