@@ -84,6 +84,20 @@ LAUNCH_OPTIONS: tuple[LaunchArgument, ...] = (
 """Arguments of every launch file that configure the launch itself, not a node parameter;
 `refine up` ignores them (it starts neither RViz nor robot_state_publisher and always ends
 with the run)."""
+REAL_ROBOT_STATE_PUBLISHER = LaunchArgument(
+    "robot_state_publisher", False, "false: the robot's own robot_state_publisher publishes its TF tree "
+    "(REP-105: map -> odom -> base_link), and nothing of ours joins it; true: also start one with the "
+    "profile's URDF (a model whose root is `world`: only where no other publisher runs)", "bool")
+"""A real robot already runs robot_state_publisher and owns its TF tree: ours would be a second
+publisher of it, so a real profile starts ours only when asked."""
+
+
+def launch_options(kind: str) -> tuple[LaunchArgument, ...]:
+    """The launch options of a profile of this kind (real: no robot_state_publisher of ours by
+    default)."""
+    if kind != "real":
+        return LAUNCH_OPTIONS
+    return tuple(REAL_ROBOT_STATE_PUBLISHER if o.name == "robot_state_publisher" else o for o in LAUNCH_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,9 @@ class Profile:
     nodes: tuple[NodeSpec, ...]
     urdf: Path | None
     rviz_config: Path
+    fixed_frame: str = "world"
+    """RViz's fixed frame: the simulators' `world`; a robot's own frame on real profiles
+    (`fixed_frame:` in the profile, e.g. base_link or odom)."""
 
     @property
     def rviz(self) -> bool:
@@ -189,7 +206,8 @@ def profile_names() -> list[str]:
 def launch_arguments(name: str) -> list[LaunchArgument]:
     """The arguments a launch file declares for this profile: the profile's own (defaults from
     its YAML; unset where the nodes' defaults apply), then the launch options."""
-    return [*_profile_arguments(_load(name)).values(), *LAUNCH_OPTIONS]
+    data = _load(name)
+    return [*_profile_arguments(data).values(), *launch_options(data["kind"])]
 
 
 def _profile_arguments(data: dict[str, Any]) -> dict[str, LaunchArgument]:
@@ -342,7 +360,7 @@ def resolve_profile(
     parameters that read them (`from_arguments`). With `check_modules`, every node's module
     must be importable, so a typo fails here rather than half-way through a launch."""
     data = _load(name)
-    declared = {**_profile_arguments(data), **{a.name: a for a in LAUNCH_OPTIONS}}
+    declared = {**_profile_arguments(data), **{a.name: a for a in launch_options(data["kind"])}}
     unknown = sorted(set(overrides or {}) - set(declared))
     if unknown:
         raise ProfileError(
@@ -400,6 +418,7 @@ def resolve_profile(
         nodes=tuple(nodes),
         urdf=urdf,
         rviz_config=rviz_config,
+        fixed_frame=str(data.get("fixed_frame", "world")),
     )
 
 
@@ -530,7 +549,8 @@ def _optional_nodes(profile: Profile) -> list[tuple[str, str, str, dict[str, Any
     if profile.urdf is not None:
         wanted.append(("robot_state_publisher", "robot_state_publisher", "robot_state_publisher",
                        {"robot_description": profile.robot_description()}, (), "screen"))
-    wanted.append(("rviz", "rviz2", "rviz2", {}, ("-d", str(profile.rviz_config)), "log"))
+    frame = () if profile.fixed_frame == "world" else ("-f", profile.fixed_frame)
+    wanted.append(("rviz", "rviz2", "rviz2", {}, ("-d", str(profile.rviz_config), *frame), "log"))
     return wanted
 
 

@@ -477,6 +477,22 @@ def test_installed_optional_nodes_start_and_each_can_be_turned_off(installed):
     assert not [n for n in off.nodes if n.optional] and not off.skipped
 
 
+@pytest.mark.parametrize("name, frame", [("arm_real", "base_link"), ("rc_car_real", "odom")])
+def test_real_profiles_join_the_robots_own_tf_tree(installed, name, frame):
+    """Issue 16: "The real profiles start a second robot_state_publisher and hang the robot
+    under a `world` frame". By default a real profile starts none of ours and RViz looks from
+    the robot's own frame; robot_state_publisher:=true still starts ours when asked."""
+    finder = installed("rviz2", "robot_state_publisher")
+    plan = bringup.launch_plan(resolve_profile(name), finder=finder)
+    optional = {n.name: n for n in plan.nodes if n.optional}
+    assert set(optional) == {"rviz2"} and not plan.skipped
+    assert optional["rviz2"].arguments[2:] == ("-f", frame)
+    defaults = {a.name: a.default for a in bringup.launch_arguments(name)}
+    assert defaults["robot_state_publisher"] is False and defaults["rviz"] is True
+    asked = bringup.launch_plan(resolve_profile(name, {"robot_state_publisher": "true"}), finder=finder)
+    assert "robot_state_publisher" in {n.name for n in asked.nodes}
+
+
 def test_a_missing_required_executable_stops_the_launch_before_anything_starts(installed):
     present = installed()
 

@@ -81,10 +81,10 @@ PARAMETERS: dict[str, Param] = {
                                "or 'none'"),
     "gripper_action": Param("/gripper_controller/gripper_cmd", "GripperCommand action server"),
     "gripper_topic": Param("/gripper_command", "std_msgs/Float64 gripper command topic"),
-    "gripper_open_position": Param(0.0, "gripper position command for open (Franka: 0.04 m per finger; Robotiq "
-                                   "2F-85 knuckle: 0.0 rad)"),
-    "gripper_closed_position": Param(0.0, "gripper position command for closed (Franka: 0.0; Robotiq: 0.8); must "
-                                     "differ from open unless gripper_interface is none"),
+    "gripper_open_position": Param(Unset("double"), "gripper position command for open (Franka: 0.04 m per "
+                                   "finger; Robotiq 2F-85 knuckle: 0.0 rad); required unless gripper_interface is none"),
+    "gripper_closed_position": Param(Unset("double"), "gripper position command for closed (Franka: 0.0; Robotiq: "
+                                     "0.8); required unless gripper_interface is none"),
     "gripper_max_effort": Param(0.0, "max_effort of each GripperCommand goal (N; 0: the driver's default)",
                                 (0.0, 1000.0)),
     "gripper_deadband": Param(0.05, "a new gripper goal only when the target moved by more than this share of "
@@ -159,8 +159,8 @@ class ArmBridge(BridgeNode):
             self.create_subscription(servo_status, p["servo_status_topic"], self._on_servo_status, qos.STATE)
             self._servo_setup(str(p["servo_node"]).rstrip("/"), command_type)
         # gripper
-        self.goals = arm.GripperGoals(float(p["gripper_open_position"]), float(p["gripper_closed_position"]),
-                                      float(p["gripper_deadband"]))
+        self.goals = arm.GripperGoals(float(p["gripper_open_position"] or 0.0),
+                                      float(p["gripper_closed_position"] or 0.0), float(p["gripper_deadband"]))
         self.gripper_max_effort = float(p["gripper_max_effort"])
         self._gripper_pub = self._gripper_client = None
         if self.gripper_interface == "topic":
@@ -194,9 +194,10 @@ class ArmBridge(BridgeNode):
         if self.gripper_interface not in arm.GRIPPER_INTERFACES:
             raise StartRefused(f"arm_bridge: gripper_interface must be one of {', '.join(arm.GRIPPER_INTERFACES)}, "
                                f"got {self.gripper_interface!r}")
-        if self.gripper_interface != "none" and p["gripper_open_position"] == p["gripper_closed_position"]:
+        opened, closed = p["gripper_open_position"], p["gripper_closed_position"]
+        if self.gripper_interface != "none" and (opened is None or closed is None or opened == closed):
             raise StartRefused("arm_bridge: set gripper_open_position and gripper_closed_position (the gripper's "
-                               "position commands for open and closed), or gripper_interface: none")
+                               "position commands for open and closed, different), or gripper_interface: none")
         if self.interface == "forward_velocity" and not p["arm_joints"]:
             raise StartRefused("arm_bridge: forward_velocity needs arm_joints, the controller's joints in its order")
         if p["target_mode"] not in ("fixed", "topic"):
