@@ -241,8 +241,10 @@ def bench_ros(progress: bool = True) -> dict[str, object]:
     """Every ROS figure of `refine bench --json`: the logger's lossless rate here, the action
     latency with the learner in the loop (refine_ros.bench_latency), the car graph's control rate
     with every node its own process and in one process, side by side (refine_ros.bench_graph),
-    and losses and watchdog trips of the live arm graph under load (refine_ros.bench_robot)."""
+    losses and watchdog trips of the live arm graph under load (refine_ros.bench_robot), and the
+    fault matrix: faults x robots, unsafe commands at the driver (refine_ros.bench_faults)."""
     results: dict[str, object] = dict(bench_logger(progress=progress))
+    from refine_ros.bench_faults import bench_faults
     from refine_ros.bench_graph import bench_graph
     from refine_ros.bench_latency import bench_latency
     from refine_ros.bench_robot import bench_robot
@@ -250,6 +252,7 @@ def bench_ros(progress: bool = True) -> dict[str, object]:
     results.update(bench_latency())
     results.update(bench_graph(progress=progress))
     results.update(bench_robot())
+    results.update(bench_faults(progress=progress))
     return results
 
 

@@ -1,6 +1,7 @@
 """Lossless under real load: the arm_real graph, every node its own process (as `ros2 launch`
 starts them), live (the safety node publishes every safe command, the bridge drives the fake
-arm), fake arm drivers at 50 Hz, an operator confirming every episode. Counted afterwards:
+arm), the fake arm's drivers (`refine_ros.fake_drivers`: MoveIt Servo, the gripper action, TF
+and joint states at 50 Hz) in a process of their own, an operator confirming every episode. Counted afterwards:
 gap events and missing steps in the run database, safe commands the logger missed, and the
 safety watchdog's trips *while an episode runs* (after its last action the commands go stale
 and the watchdog rightly stops the arm; that trip is not counted).
@@ -30,12 +31,11 @@ from typing import Any
 DRIVER_HZ = 50.0
 
 
-def _driver_node(context):
-    """The arm's drivers (joint states, end-effector and handle poses at DRIVER_HZ), a listener
-    on the servo command, the operator's confirm button, and the watch on actions and
-    safety/status the figures need."""
+def _watch_node(context):
+    """The operator's confirm button and the watch the figures need: servo commands reaching
+    the arm, actions, safety/status, and when the arm's joint states arrive (the drivers' ticks)."""
     from diagnostic_msgs.msg import DiagnosticArray
-    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from geometry_msgs.msg import TwistStamped
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
@@ -44,21 +44,18 @@ def _driver_node(context):
     from refine_ros import qos
     from refine_ros.messages import unpack_vector
 
-    class FakeArm(Node):
+    class Watch(Node):
         def __init__(self) -> None:
-            super().__init__("fake_arm_driver", context=context)
-            self.pub_joints = self.create_publisher(JointState, "/joint_states", qos.SENSOR)
-            self.pub_ee = self.create_publisher(PoseStamped, "/ee_pose", qos.SENSOR)
-            self.pub_handle = self.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
+            super().__init__("bench_operator", context=context)
             self.twists = 0
-            self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.COMMAND)
+            self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.LOG)
             self.actions: list[tuple[float, int, int]] = []  # (time, episode, step)
             self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
             self.status: list[tuple[float, int, bool]] = []  # (time, watchdog trips, confirmation pending)
             self.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
             self.confirm = self.create_client(Trigger, "safety/confirm_episode")
             self.ticks: list[float] = []
-            self.create_timer(1.0 / DRIVER_HZ, self._tick)
+            self.create_subscription(JointState, "/joint_states", self._on_joints, qos.SENSOR)
 
         def _on_twist(self, _msg) -> None:
             self.twists += 1
@@ -74,20 +71,10 @@ def _driver_node(context):
                     self.status.append((time.monotonic(), int(values["watchdog_trips"]),
                                         values.get("confirm_pending") == "True"))
 
-        def _tick(self) -> None:
+        def _on_joints(self, _msg) -> None:
             self.ticks.append(time.monotonic())
-            stamp = self.get_clock().now().to_msg()
-            joints = JointState(name=["finger_joint_1", "finger_joint_2"], position=[0.04, 0.04])
-            joints.header.stamp = stamp
-            self.pub_joints.publish(joints)
-            for pub, xyz in ((self.pub_ee, (0.0, 0.6, 0.2)), (self.pub_handle, (0.05, 0.7, 0.15))):
-                pose = PoseStamped()
-                pose.header.stamp, pose.header.frame_id = stamp, "base_link"
-                pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = xyz
-                pose.pose.orientation.w = 1.0
-                pub.publish(pose)
 
-    return FakeArm()
+    return Watch()
 
 
 def _operator(arm, stop: threading.Event) -> None:
@@ -133,10 +120,10 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
     return trips, where
 
 
-def run_driver(out: Path) -> None:
-    """The fake arm drivers and the operator, in a process of their own as real drivers are
-    (and light: no torch, so no long garbage collection holds up the 50 Hz sensors). Runs
-    until SIGINT, then writes what it saw to `out` (JSON)."""
+def run_operator(out: Path) -> None:
+    """The operator and the watch, in a process of their own (light: no torch, so no long
+    garbage collection holds up what it sees). Runs until SIGINT, then writes what it saw to
+    `out` (JSON)."""
     import signal
 
     import rclpy
@@ -145,7 +132,7 @@ def run_driver(out: Path) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
-    arm = _driver_node(None)
+    arm = _watch_node(None)
     executor = SingleThreadedExecutor()
     executor.add_node(arm)
     operator = threading.Thread(target=_operator, args=(arm, stop), daemon=True)
@@ -183,22 +170,25 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
         options = UpOptions(run_dir=run_dir, rounds=1, episodes=1 if episodes > 1 else episodes, max_steps=steps,
                             live=True, sets=[f"analysis_node.eval_episodes={extra}"])
         graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None)
-        seen_file = Path(tmp) / "driver.json"
-        driver = subprocess.Popen([sys.executable, "-m", "refine_ros.bench_robot", "driver", "--out", str(seen_file)],
-                                  env=env)
+        seen_file = Path(tmp) / "operator.json"
+        driver = subprocess.Popen([sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args",
+                                   "-p", f"rate:={DRIVER_HZ}"], env=env)
+        operator = subprocess.Popen([sys.executable, "-m", "refine_ros.bench_robot", "operator", "--out",
+                                     str(seen_file)], env=env)
         started = time.monotonic()
         try:
             graph.start()
             outcome = graph.wait(timeout_s)
         finally:
             reports = graph.stop()
-            driver.send_signal(signal.SIGINT)
-            driver.wait(30)
+            for proc in (operator, driver):
+                proc.send_signal(signal.SIGINT)
+                proc.wait(30)
         seconds = time.monotonic() - started
         seen = json.loads(seen_file.read_text())
         actions, status, ticks = seen["actions"], seen["status"], seen["ticks"]
         trips, where = _trips_inside_episodes(actions, status)
-        for trip in where:  # was the fake driver itself held up just before (sensors went stale)?
+        for trip in where:  # were the fake drivers held up just before (sensors went stale)?
             t = trip.pop("t")
             near = [b - a for a, b in zip(ticks, ticks[1:], strict=False) if t - 0.3 <= b <= t]
             trip["longest_driver_gap_ms"] = round(max(near, default=float("nan")) * 1000, 1)
@@ -211,6 +201,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             safe = rows[[c for c in rows.columns if c.startswith("safe_")]]
             unsent = rows[safe.isna().any(axis=1)][["kind", "episode", "step"]].head(10).values.tolist()
             parts = [c for c in rows.columns if c.startswith(("act_", "mean_", "gripper_"))]
+            halted = int((rows["halted"] == 1.0).sum()) if "halted" in rows else -1
             incomplete = rows[rows[parts].isna().any(axis=1)][["kind", "episode", "step"]].head(10).values.tolist()
             summaries = list(table["summary"])
         logged = {kind: int((rows["kind"] == kind).sum()) for kind in ("diagnostic", "selection", "eval")}
@@ -230,6 +221,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             "ros_arm_real_watchdog_trips_where": where,
             "ros_arm_real_watchdog_trips_total": status[-1][1] if status else -1,
             "ros_arm_real_servo_commands": seen["twists"],
+            "ros_arm_real_halted_steps": halted,
             "ros_arm_real_driver_ticks_over_50_ms": sum(g > 0.05 for g in driver_gaps),
             "ros_arm_real_outcome": outcome,
             "ros_arm_real_seconds": round(seconds, 1),
@@ -239,13 +231,13 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m refine_ros.bench_robot", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", nargs="?", default="bench", choices=("bench", "driver"))
+    parser.add_argument("command", nargs="?", default="bench", choices=("bench", "operator"))
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--out", type=Path, help="driver: where to write what it saw")
+    parser.add_argument("--out", type=Path, help="operator: where to write what it saw")
     args = parser.parse_args(argv)
-    if args.command == "driver":
-        run_driver(args.out)
+    if args.command == "operator":
+        run_operator(args.out)
         return 0
     print(json.dumps(bench_robot(args.episodes, args.steps), indent=2))
     return 0

@@ -1,80 +1,101 @@
 """Fake hardware for the ROS tests: the only mocks in them stand in for physical devices.
 
-`FakeArmDriver` is an arm's driver topics: joint states, the end-effector and handle poses at
-100 Hz; it integrates the servo controller's twist commands into the end-effector pose, so a
-teleoperated arm moves and its observations show it. `FakeGamepad` is the ROS joy driver's
-`sensor_msgs/Joy` at 50 Hz with whatever axes and buttons a test holds. `call` is an operator
-calling a service.
+`FakeArmDriver` runs the arm's drivers (`refine_ros.fake_drivers arm`: MoveIt Servo as of Jazzy,
+a Robotiq gripper action, TF and joint states, the genuine message types) as a process of its
+own, as a real arm's stack is, and watches it from the test's process: where TF puts the tool,
+how many servo commands reached it, the knuckle it reports. `FakeGamepad` is the ROS joy
+driver's `sensor_msgs/Joy` at 50 Hz with whatever axes and buttons a test holds. `call` is an
+operator calling a service.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
+from pathlib import Path
 
-from geometry_msgs.msg import PoseStamped, TwistStamped
+from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
-from std_msgs.msg import Float64, Float64MultiArray, String
+from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
 from refine_ros import qos
 from refine_ros.messages import unpack_json
+from refine_ros.tf_buffer import TfBuffer
 
 
 class FakeArmDriver(Node):
-    """Driver topics of the arm profile (its bridge's default topic names)."""
+    """The arm's drivers in their own process, and this node watching them: `position()` is the
+    tool in base_link from TF, `hardware_commands` the servo commands that reached the driver,
+    `knuckle` the gripper joint it reports, `actions` the policy's commands; `confirm` is the
+    operator's confirm button. `destroy_node` also ends the driver process."""
 
-    def __init__(self, context, start=(0.0, 0.6, 0.2), handle=(0.05, 0.7, 0.15)) -> None:
-        super().__init__("fake_arm_driver", context=context)
+    def __init__(self, context, **parameters) -> None:
+        super().__init__("fake_arm_watch", context=context)
+        from tf2_msgs.msg import TFMessage
+
         self.lock = threading.Lock()
-        self.ee = list(start)
-        self.handle_xyz = tuple(handle)
-        self.velocity = (0.0, 0.0, 0.0)
+        self.tf = TfBuffer()
         self.hardware_commands = 0
-        self.gripper: list[float] = []
+        self.knuckle: float | None = None
         self.actions = 0
-        self.pub_joints = self.create_publisher(JointState, "/joint_states", qos.SENSOR)
-        self.pub_ee = self.create_publisher(PoseStamped, "/ee_pose", qos.SENSOR)
-        self.pub_handle = self.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
-        self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.COMMAND)
-        self.create_subscription(Float64, "/gripper_command", self._on_gripper, qos.COMMAND)
+        self._log = tempfile.NamedTemporaryFile("w+", prefix="fake_arm_", suffix=".log", delete=False)
+        args = [arg for k, v in parameters.items() for arg in ("-p", f"{k}:={v}")]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args", *args],
+            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.create_subscription(TFMessage, "/tf", self._on_tf, qos.TF)
+        self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.LOG)
+        self.create_subscription(JointState, "/joint_states", self._on_joints, qos.SENSOR)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
         self.confirm = self.create_client(Trigger, "safety/confirm_episode")
-        self.period = 0.01
-        self.create_timer(self.period, self._tick)
 
-    def _on_twist(self, msg: TwistStamped) -> None:
+    def _on_tf(self, msg) -> None:
+        with self.lock:
+            for t in msg.transforms:
+                tr, q = t.transform.translation, t.transform.rotation
+                self.tf.set_transform(t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z),
+                                      (q.x, q.y, q.z, q.w), None)
+
+    def _on_twist(self, _msg) -> None:
         with self.lock:
             self.hardware_commands += 1
-            v = msg.twist.linear
-            self.velocity = (v.x, v.y, v.z)
 
-    def _on_gripper(self, msg: Float64) -> None:
-        with self.lock:
-            self.hardware_commands += 1
-            self.gripper.append(msg.data)
+    def _on_joints(self, msg: JointState) -> None:
+        if "robotiq_85_left_knuckle_joint" in msg.name:
+            self.knuckle = msg.position[msg.name.index("robotiq_85_left_knuckle_joint")]
 
     def _on_action(self, _msg) -> None:
         self.actions += 1
 
-    def position(self) -> tuple[float, float, float]:
-        with self.lock:
-            return tuple(self.ee)
+    def position(self, timeout: float = 30.0) -> tuple[float, float, float]:
+        import time
 
-    def _tick(self) -> None:
-        with self.lock:
-            self.ee = [p + v * self.period for p, v in zip(self.ee, self.velocity, strict=True)]
-            ee = tuple(self.ee)
-        stamp = self.get_clock().now().to_msg()
-        joints = JointState(name=["finger_joint_1", "finger_joint_2"], position=[0.04, 0.04])
-        joints.header.stamp = stamp
-        self.pub_joints.publish(joints)
-        for pub, xyz in ((self.pub_ee, ee), (self.pub_handle, self.handle_xyz)):
-            pose = PoseStamped()
-            pose.header.stamp, pose.header.frame_id = stamp, "base_link"
-            pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = xyz
-            pose.pose.orientation.w = 1.0
-            pub.publish(pose)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                found = self.tf.lookup("base_link", "tool0")
+            if found is not None:
+                return tuple(float(v) for v in found.transform.translation)
+            time.sleep(0.05)
+        raise AssertionError("the fake arm never published its tool frame: " + Path(self._log.name).read_text()[-2000:])
+
+    def destroy_node(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        os.unlink(self._log.name)
+        super().destroy_node()
 
 
 class FakeGamepad(Node):

@@ -15,18 +15,17 @@ import numpy as np
 import pytest
 import rclpy
 import yaml
-from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64, Float64MultiArray, String
+from std_msgs.msg import Float64MultiArray
 
-from refine_core.tasks.registry import get_task
 from refine_ros import qos
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_json, pack_vector, unpack_json, unpack_vector
+from refine_ros.messages import pack_vector, unpack_vector
 from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
 from refine_ros.spin import NodeSpinner
 
@@ -109,90 +108,6 @@ class Inbox:
     def __len__(self) -> int:
         with self.lock:
             return len(self.items)
-
-
-def pose(x, y, z, w=1.0, qx=0.0, qy=0.0, qz=0.0) -> PoseStamped:
-    msg = PoseStamped()
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
-    o = msg.pose.orientation
-    o.w, o.x, o.y, o.z = w, qx, qy, qz
-    return msg
-
-
-# ---- arm ---------------------------------------------------------------------------------------
-def test_arm_bridge_commands_and_door_observation(graph):
-    bridge = graph.add(arm_bridge.ArmBridge(context=graph.ctx, parameter_overrides=[
-        Parameter("max_speed", value=0.2), Parameter("frame_id", value="arm_base"),
-        Parameter("gripper_open", value=0.04), Parameter("gripper_closed", value=0.0),
-        Parameter("gripper_joints", value=["f1", "f2"]), Parameter("gripper_max_width", value=0.08),
-        Parameter("target_position", value=[0.1, 0.8, 0.15]),
-    ]))  # fmt: skip
-    fake = graph.add(Node("fake_arm", context=graph.ctx))
-    twists, grips, obs, cols = Inbox(), Inbox(), Inbox(), Inbox()
-    fake.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", twists, qos.COMMAND)
-    fake.create_subscription(Float64, "/gripper_command", grips, qos.COMMAND)
-    fake.create_subscription(Float64MultiArray, "refine/observation", obs, qos.LOG)
-    fake.create_subscription(String, "refine/observation_columns", cols, qos.LATCHED)
-    act = fake.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
-    joints = fake.create_publisher(JointState, "/joint_states", qos.SENSOR)
-    ee = fake.create_publisher(PoseStamped, "/ee_pose", qos.SENSOR)
-    handle = fake.create_publisher(PoseStamped, "/handle_pose", qos.SENSOR)
-    events = fake.create_publisher(String, "refine/episode_events", qos.LATCHED)
-    assert wait_until(lambda: act.get_subscription_count() and ee.get_subscription_count()
-                      and handle.get_subscription_count() and joints.get_subscription_count())  # fmt: skip
-
-    # commands: scaled twist in the configured frame, gripper mapped onto the joint range
-    act.publish(pack_vector(0, 0, [0.5, -1.0, 0.25, 0.5]))
-    assert wait_until(lambda: len(twists) and len(grips))
-    t = twists.last()
-    assert t.header.frame_id == "arm_base"
-    assert (t.twist.linear.x, t.twist.linear.y, t.twist.linear.z) == pytest.approx((0.1, -0.2, 0.05))
-    assert grips.last().data == pytest.approx(0.02)
-    bad = Float64MultiArray(data=[0.0, 0.0, float("nan"), 0.0, 0.0, 0.0])
-    bad.layout.data_offset = 2
-    act.publish(bad)
-    assert wait_until(lambda: bridge.rejected == 1)  # COMMAND keeps only the newest: one at a time
-    act.publish(pack_vector(0, 1, [0.1, 0.2]))
-    assert wait_until(lambda: bridge.rejected == 2)
-    assert len(twists) == 1, "a malformed command must not move the arm"
-
-    # observations: the door schema, prev-step values, episode counter from the events
-    events.publish(pack_json({"event": "start", "episode": 5}))
-    assert wait_until(lambda: bridge.episode == 5)
-    joint_msg = JointState(name=["arm_1", "f1", "f2"], position=[0.3, 0.02, 0.02])
-
-    def publish_sensors(x):
-        joints.publish(joint_msg)
-        ee.publish(pose(x, 0.6, 0.2))
-        handle.publish(pose(0.05, 0.7, 0.16, w=0.0, qz=1.0))
-
-    for k in range(20):
-        publish_sensors(0.01 * k)
-        time.sleep(0.01)
-    assert wait_until(lambda: len(obs) > 5)
-    columns = unpack_json(cols.last())
-    assert tuple(columns) == get_task("door_open").spec.observation_columns
-    first, last = unpack_vector(obs.items[0]), unpack_vector(obs.last())
-    assert first.episode == 5 and first.step == 0 and last.step > first.step
-    v = np.array(last.values)
-    assert v.shape == (39,)
-    assert v[1:3] == pytest.approx([0.6, 0.2])
-    assert v[3] == pytest.approx(0.5)  # 0.04 of 0.08 open
-    assert v[4:7] == pytest.approx([0.05, 0.7, 0.16])
-    assert v[7:11] == pytest.approx([0.0, 0.0, 1.0, 0.0])  # x, y, z, w as the simulator
-    assert np.all(v[11:18] == 0)
-    assert v[36:39] == pytest.approx([0.1, 0.8, 0.15])
-    prev_msg = unpack_vector(obs.items[-2])
-    assert v[18:36] == pytest.approx(np.array(prev_msg.values)[:18]), "18-35 are the previous step"
-    assert np.array(first.values)[18:36] == pytest.approx(np.array(first.values)[:18])
-
-    # a dead sensor silences the heartbeat (the safety watchdog then stops the arm)
-    joints.publish(joint_msg)
-    handle.publish(pose(0.05, 0.7, 0.16))
-    time.sleep(0.2)
-    n = len(obs)
-    time.sleep(0.2)
-    assert len(obs) == n, "observations kept flowing without an end-effector pose"
 
 
 # ---- car ---------------------------------------------------------------------------------------
@@ -288,28 +203,43 @@ def test_every_node_declares_described_parameters(graph, cls):
     assert NODE_PARAMETERS[cls] <= names
     for desc in node.describe_parameters(sorted(NODE_PARAMETERS[cls])):
         assert desc.description, desc.name
-    values = node.get_parameters(sorted(NODE_PARAMETERS[cls]))
-    assert all(p.value is not None for p in values)
+    module = {safety_node.SafetyNode: safety_node, arm_bridge.ArmBridge: arm_bridge,
+              rc_car_bridge.RcCarBridge: rc_car_bridge, track_detector.TrackDetector: track_detector}[cls]
+    valued = sorted(n for n, p in module.PARAMETERS.items() if not p.typed_only or n in SETTINGS[cls])
+    assert all(p.value is not None for p in node.get_parameters(valued))
 
 
-def test_bridges_refuse_bad_settings(graph):
+def test_bridges_refuse_bad_settings_and_keep_their_limits(graph):
+    """Issue 16: limits are read-only while a node runs; settings a bridge cannot work with stop
+    it from starting (exit status 2 as a process) with one line saying what to set."""
     from refine_ros.params import StartRefused
 
-    car = make(rc_car_bridge.RcCarBridge, graph)
-    assert not car.set_parameters([Parameter("wheel_joints", value=["a", "b"])])[0].successful
-    assert not car.set_parameters([Parameter("command_topic", value="/other")])[0].successful  # read-only
-    assert car.describe_parameter("command_topic").read_only and not car.describe_parameter("max_speed").read_only
-    assert not car.set_parameters([Parameter("max_speed", value=-1.0)])[0].successful  # range
-    assert car.set_parameters([Parameter("max_speed", value=0.5)])[0].successful
+    car = make(rc_car_bridge.RcCarBridge, graph, **TWIST_CAR)
+    for name, value in (("max_speed", 5.0), ("max_steering_angle", 1.0), ("command_topic", "/other"),
+                        ("speed_to_sim", 1.0)):
+        assert car.describe_parameter(name).read_only, name
+        assert not car.set_parameters([Parameter(name, value=value)])[0].successful, name
+    assert car.limits.max_speed == SETTINGS[rc_car_bridge.RcCarBridge]["max_speed"]
     arm = make(arm_bridge.ArmBridge, graph)
-    assert not arm.set_parameters([Parameter("target_position", value=[1.0, 2.0])])[0].successful
-    with pytest.raises(StartRefused, match="command_type"):
-        rc_car_bridge.RcCarBridge(context=graph.ctx, parameter_overrides=[
-            Parameter(k, value=v) for k, v in {**SETTINGS[rc_car_bridge.RcCarBridge], "command_type": "pwm"}.items()])
-    with pytest.raises(StartRefused, match="max_speed, max_steer"):
-        rc_car_bridge.RcCarBridge(context=graph.ctx)
-    with pytest.raises(StartRefused, match="max_speed"):
-        arm_bridge.ArmBridge(context=graph.ctx)
+    assert not arm.set_parameters([Parameter("max_speed", value=0.5)])[0].successful
+    assert arm.max_speed == SETTINGS[arm_bridge.ArmBridge]["max_speed"]
+
+    def refused(cls, **settings):
+        with pytest.raises(StartRefused) as info:
+            cls(context=graph.ctx, parameter_overrides=[Parameter(k, value=v) for k, v in settings.items()])
+        return str(info.value)
+
+    car_settings = SETTINGS[rc_car_bridge.RcCarBridge]
+    assert "command_type" in refused(rc_car_bridge.RcCarBridge, **{**car_settings, "command_type": "pwm"})
+    assert "wheelbase" in refused(rc_car_bridge.RcCarBridge, **{**car_settings, "command_type": "twist"})
+    assert "wheel_radius" in refused(rc_car_bridge.RcCarBridge, **{**car_settings, "wheel_source": "encoders"})
+    assert "command_topic" in refused(rc_car_bridge.RcCarBridge, **{**car_settings, "command_type": "array"})
+    assert "max_speed, max_steering_angle, speed_to_sim" in refused(rc_car_bridge.RcCarBridge)
+    arm_settings = SETTINGS[arm_bridge.ArmBridge]
+    assert "max_speed" in refused(arm_bridge.ArmBridge)
+    assert "gripper_open_position" in refused(arm_bridge.ArmBridge, max_speed=0.1)
+    assert "arm_joints" in refused(arm_bridge.ArmBridge, **{**arm_settings, "command_interface": "forward_velocity"})
+    assert "target_position" in refused(arm_bridge.ArmBridge, **{**arm_settings, "target_position": [1.0, 2.0]})
 
 
 @pytest.mark.timeout(90)

@@ -6,7 +6,8 @@ hold even when the safety node is gone live here too.
   the bridge's own stop, zero motion in the robot's command interface, whatever the values.
 - The bridge sends that stop by itself when the node shuts down (SIGINT, SIGTERM, launch
   ending), when its driver goes silent for `driver_timeout` (and every control tick after,
-  until it is back), and while `refine/estop` is asserted.
+  until it is back), and while `refine/estop` is asserted; once it has sent the driver anything
+  at all (in a dry run nothing reaches the robot, not even a stop).
 - For every safe command it publishes what became of it on `refine/command_result`, a counted
   vector [halted, rejected] with the command's counters: halted 1 when a stop went out instead
   of the policy's command, rejected 1 when the driver refused it (MoveIt Servo halted). The
@@ -47,6 +48,8 @@ class BridgeNode(Node):
         self.driver_lost = False
         self.stops_sent = 0
         self.driver_rejections = 0
+        self.commanded = False
+        """The driver got a command from this bridge: from then on its own stops go out too."""
         self._driver_seen: float | None = None
         self._started = False
 
@@ -82,6 +85,12 @@ class BridgeNode(Node):
     def _stop(self) -> None:
         self.send_stop()
         self.stops_sent += 1
+        self.commanded = True
+
+    def _own_stop(self) -> None:
+        """A stop on the bridge's own initiative (e-stop, lost driver, shutdown)."""
+        if self.commanded:
+            self._stop()
 
     def halt_reason(self, label: str) -> str | None:
         if stop_label(label):
@@ -106,6 +115,7 @@ class BridgeNode(Node):
             result = (1.0, 0.0)
         else:
             refused = self.send_command(values)
+            self.commanded = True
             if refused is not None:
                 self.driver_rejections += 1
                 self.get_logger().warning(f"the driver refused step {step} of episode {episode}: {refused}",
@@ -116,7 +126,7 @@ class BridgeNode(Node):
     def _on_estop(self, msg: Bool) -> None:
         self.estop_asserted = bool(msg.data)
         if self.estop_asserted:
-            self._stop()
+            self._own_stop()
 
     def note_driver(self, now: float) -> None:
         """The driver gave feedback at `now`."""
@@ -132,7 +142,7 @@ class BridgeNode(Node):
         if not self.driver_lost:
             self.driver_lost = True
             self.get_logger().error(f"no driver feedback for {self.driver_timeout:.3f} s: stopping the robot")
-        self._stop()
+        self._own_stop()
         return False
 
     def _on_event(self, msg: String) -> None:
@@ -150,7 +160,7 @@ class BridgeNode(Node):
     def destroy_node(self) -> None:
         """A bridge that ends leaves the robot stopped: the stop goes out and the driver gets a
         moment to acknowledge it before the node goes."""
-        if self._started and self.context.ok():
+        if self._started and self.commanded and self.context.ok():
             try:
                 self._stop()
                 for pub in self.command_publishers():

@@ -5,7 +5,10 @@ both send) and SIGTERM are a normal end: the node is destroyed first, while its 
 valid, so worker threads finish what they were publishing and the logger flushes; only then is
 the context shut down. rclpy's own signal handlers would shut the context down first, and every
 publish from a worker thread after that is an `RCLError` traceback; so they are not installed,
-and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`. A node
+and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`. The
+handler only sets a flag the spin loop reads: an exception raised from it could land inside a
+callback or inside rclpy's C++ bindings (which turn it into an unrelated RuntimeError), and the
+node would end with a traceback instead of its stop. A node
 that refuses to start (`StartRefused`: a robot-specific parameter the profile must set,
 inconsistent safety limits, no demonstration recorded on the robot) ends its process with one
 line on the log and exit status 2, never a traceback.
@@ -33,13 +36,16 @@ SPIN_SLICE_S = 0.1
 __all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node"]
 
 
+_STOP = threading.Event()
+
+
 def _stop_on_signal(signum: int, _frame) -> None:
     """The first SIGINT / SIGTERM ends the spin; a second one (the terminal's Ctrl-C and
     launch's SIGINT both arrive) must not cut the cleanup short, and a SIGTERM after that (launch
     escalating after its timeout) ends the process the default way."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    raise KeyboardInterrupt
+    _STOP.set()
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
@@ -49,6 +55,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     `linger` seconds more, so that what the node published last still reaches late readers)."""
     handles_signals = threading.current_thread() is threading.main_thread()  # (tests spin nodes in threads)
     if handles_signals:
+        _STOP.clear()
         previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = spinner = refused = None
@@ -66,10 +73,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
         # collections only look at what the node makes from now on.
         gc.collect()
         gc.freeze()
-        while rclpy.ok() and not (until is not None and until(node)):
+        while rclpy.ok() and not _STOP.is_set() and not (until is not None and until(node)):
             spinner.spin_once(timeout_sec=SPIN_SLICE_S)
-        deadline = time.monotonic() + (linger if until is not None else 0.0)
-        while rclpy.ok() and time.monotonic() < deadline:
+        deadline = time.monotonic() + (linger if until is not None and not _STOP.is_set() else 0.0)
+        while rclpy.ok() and not _STOP.is_set() and time.monotonic() < deadline:
             spinner.spin_once(timeout_sec=SPIN_SLICE_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

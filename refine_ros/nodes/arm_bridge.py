@@ -312,7 +312,7 @@ class ArmBridge(BridgeNode):
 
     def destroy_node(self) -> None:
         """Also pause Servo (fire and forget: the executor no longer spins to see an answer)."""
-        if self._started and self.context.ok() and self.interface.startswith("servo_"):
+        if self._started and self.commanded and self.context.ok() and self.interface.startswith("servo_"):
             try:
                 request = SetBool.Request(data=True) if self.interface == "servo_jazzy" else Trigger.Request()
                 if self._pause.service_is_ready():

@@ -6,7 +6,9 @@ the task's standard map, or the `axes` / `scales` / `offsets` parameters). Comma
 at `rate` only while the dead-man button (`enable_button`) is held and the Joy messages are
 fresh (`joy_timeout`): let go, or unplug the pad, and nothing is sent, so the safety node's
 watchdog stops the robot. Other buttons: `estop_button` publishes `refine/estop` true while
-held (false on release; the safety node latches it until `safety/rearm`), `start_button` /
+held (false on release; the safety node latches it until `safety/rearm`; with `estop_heartbeat`
+its state goes out with every Joy message, for a safety node whose `estop_timeout` makes the
+e-stop a heartbeat: an unplugged pad then stops the robot), `start_button` /
 `stop_button` / `keep_button` call the demo recorder's `demo/start`, `demo/stop` and
 `demo/label` (true: keep the take).
 
@@ -51,6 +53,8 @@ PARAMETERS: dict[str, Param] = {
                            "recommended)", (-1, 64), read_only=False),
     "estop_button": Param(BUTTON_B, "button publishing refine/estop true while held (-1 = none)", (-1, 64),
                           read_only=False),
+    "estop_heartbeat": Param(False, "publish the e-stop button's state with every Joy message, not only on change "
+                             "(for the safety node's estop_timeout)"),
     "start_button": Param(BUTTON_START, "button calling demo/start (-1 = none)", (-1, 64), read_only=False),
     "stop_button": Param(BUTTON_BACK, "button calling demo/stop (-1 = none)", (-1, 64), read_only=False),
     "keep_button": Param(BUTTON_Y, "button calling demo/label true: keep the stopped take (-1 = none)", (-1, 64),
@@ -81,6 +85,7 @@ class JoyTeleop(Node):
         self.sent = 0
         self._edges = Edges()
         self._estop_held = False
+        self._estop_heartbeat = bool(self.get_parameter("estop_heartbeat").value)
         self.pub_teleop = self.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND)
         self.pub_estop = self.create_publisher(Bool, "refine/estop", qos.COMMAND)
         self.create_subscription(Joy, str(p["joy_topic"]), self._on_joy, qos.SENSOR)
@@ -100,7 +105,7 @@ class JoyTeleop(Node):
         buttons = list(msg.buttons)
         estop = int(self._p("estop_button"))
         held = 0 <= estop < len(buttons) and bool(buttons[estop])
-        if held != self._estop_held:
+        if held != self._estop_held or self._estop_heartbeat:
             self._estop_held = held
             self.pub_estop.publish(Bool(data=held))
         wanted = {name: int(self._p(f"{name}_button")) for name in ("start", "stop", "keep")}
