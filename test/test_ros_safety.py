@@ -333,6 +333,25 @@ PROFILES = {
 }  # fmt: skip
 
 
+def confirm_with_heartbeat(fake: Fake) -> Trigger.Response:
+    """Confirm while the observation heartbeat keeps coming (every 10 ms)."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.is_set():
+            fake.observe()
+            done.wait(0.01)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.03)
+        return fake.call(fake.confirm)
+    finally:
+        done.set()
+        thread.join()
+
+
 @pytest.fixture
 def safety_process(request, tmp_path):
     """The safety node as its own process (as deployed), plus the fake in this process; the
@@ -382,11 +401,13 @@ def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_prop
     budget = float(profile["params"]["watchdog_timeout"])
     delays = []
     for trial in tqdm(range(100), desc="watchdog trials", leave=False):
-        # every watchdog stop revokes the confirmation (issue 16): the operator confirms again
-        assert fake.call(fake.confirm).success
+        # every watchdog stop revokes the confirmation (issue 16): the operator confirms again,
+        # with the sensor back (a sensor going stale after the confirmation would revoke it)
+        assert confirm_with_heartbeat(fake).success
         t = time.monotonic()
         t_obs, t_cmd = fake.stream(0.04, values=command)
-        assert any(r.values != zero for r in fake.since(t)), f"trial {trial}: never moved"
+        # (a loaded machine may answer the confirmation and the first command a little late)
+        assert wait_until(lambda t=t: any(r.values != zero for r in fake.since(t)), 1.0), f"trial {trial}: never moved"
         if trial % 2:  # policy goes silent, observations stay fresh
             t_stop = t_cmd
             end = time.monotonic() + 1.0
