@@ -53,6 +53,12 @@ DEADMAN_BUTTON = 5
 ESTOP_HEARTBEAT_S = 0.2
 
 
+def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
+    from refine_ros.bench import wait_for
+
+    return wait_for(predicate, timeout, period=0.02)
+
+
 def applies(robot: str, fault: str) -> bool:
     return fault != "servo_rejects" or robot == "arm"
 
@@ -339,7 +345,7 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
     spinner = NodeSpinner(nodes, context).start()
     policy = None
     try:
-        if not _wait(lambda: harness.observations > 5 and harness.confirm_client.service_is_ready(), startup_s):
+        if not _wait_for(lambda: harness.observations > 5 and harness.confirm_client.service_is_ready(), startup_s):
             raise RuntimeError("the rig never came up: " + procs.output("bridge")[-500:])
         policy = Policy(harness, MOVING[robot])
         if fault == "deadman_release":
@@ -347,7 +353,7 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
         time.sleep(0.3)
         if not harness.confirm():
             raise RuntimeError("confirmation refused")
-        if not _wait(lambda: any(moving(robot, m) for _t, m in harness.commands), 10.0):
+        if not _wait_for(lambda: any(moving(robot, m) for _t, m in harness.commands), 10.0):
             raise RuntimeError(f"the robot never moved: {harness.status}")
         time.sleep(0.5)
         t_f = _stamp()
@@ -493,15 +499,6 @@ def _judge(result: FaultResult, robot: str, fault: str, bridge: dict[str, Any], 
         if not exact_stop(robot, final[-1]):
             result.unsafe += 1
             result.reasons.append(f"the driver's last command is a moving one: {result.last_command}")
-
-
-def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def bench_faults(robots: tuple[str, ...] = ROBOTS, faults: tuple[str, ...] = FAULTS,

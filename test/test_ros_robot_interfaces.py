@@ -19,7 +19,7 @@ pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installe
 import rclpy  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 
-from refine_ros.bench import ros_env  # noqa: E402
+from refine_ros.bench import ros_env, wait_for  # noqa: E402
 from refine_ros.bench_faults import BRIDGES, Harness, Processes, motion, profile_parameters  # noqa: E402
 from refine_ros.messages import pack_vector  # noqa: E402
 from refine_ros.spin import NodeSpinner  # noqa: E402
@@ -107,12 +107,7 @@ def rig(tmp_path):
 
 
 def _wait(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
+    return wait_for(predicate, timeout, period=0.02)
 
 
 # ---- the arm -------------------------------------------------------------------------------------
