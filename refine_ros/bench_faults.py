@@ -51,6 +51,9 @@ MOVING = {"arm": (0.3, 0.0, 0.0, 1.0), "car": (0.0, 0.6, 0.0)}
 """What the policy commands while all is well (arm: 0.03 m/s forward, gripper open; car: 60 %)."""
 DEADMAN_BUTTON = 5
 ESTOP_HEARTBEAT_S = 0.2
+SERVICE_FAULTS = ("stale_sensor", "driver_loss", "servo_rejects")
+"""Faults the fake driver applies when its fake/* service answers: they start then, not when
+the request left (a loaded machine may take a while to answer)."""
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
@@ -359,6 +362,8 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
         t_f = _stamp()
         grace = _grace(fault, safety, bridge)
         clear = _inject(fault, harness, policy, procs, estop_button, result)
+        if fault in SERVICE_FAULTS:  # the fault begins when the driver has applied it
+            t_f = _stamp()
         time.sleep(1.5)
         t_clear = _stamp()
         if clear is not None:
