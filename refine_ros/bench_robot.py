@@ -51,7 +51,8 @@ def _watch_node(context):
             self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.LOG)
             self.actions: list[tuple[float, int, int]] = []  # (time, episode, step)
             self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
-            self.status: list[tuple[float, int, bool]] = []  # (time, watchdog trips, confirmation pending)
+            # (time, watchdog trips, confirmation pending, late watchdog ticks)
+            self.status: list[tuple[float, int, bool, int]] = []
             self.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
             self.confirm = self.create_client(Trigger, "safety/confirm_episode")
             self.ticks: list[float] = []
@@ -69,7 +70,8 @@ def _watch_node(context):
                 values = {kv.key: kv.value for kv in status.values}
                 if "watchdog_trips" in values:
                     self.status.append((time.monotonic(), int(values["watchdog_trips"]),
-                                        values.get("confirm_pending") == "True"))
+                                        values.get("confirm_pending") == "True",
+                                        int(values.get("late_watchdog_ticks", 0))))
 
         def _on_joints(self, _msg) -> None:
             self.ticks.append(time.monotonic())
@@ -94,7 +96,7 @@ def _operator(arm, stop: threading.Event) -> None:
 
 
 def _trips_inside_episodes(actions: list[tuple[float, int, int]],
-                           status: list[tuple[float, int, bool]]) -> tuple[int, list[dict]]:
+                           status: list[tuple[float, int, bool, int]]) -> tuple[int, list[dict]]:
     """Watchdog trips counted between each episode's first and last action, and where they
     happened (seconds into the episode, the step the learner was at, the longest gap between
     two actions around it)."""
@@ -104,7 +106,7 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
     trips, where = 0, []
     for episode, seen in episodes.items():
         start, end = seen[0][0], seen[-1][0]
-        samples = [(t, n) for t, n, _pending in status]
+        samples = [(t, n) for t, n, _pending, _late in status]
         before = [n for t, n in samples if t < start]
         count = before[-1] if before else None
         for t, n in samples:
@@ -114,8 +116,10 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
                     near = [(a, b) for a, b in zip(seen, seen[1:], strict=False) if t - 0.3 <= b[0] <= t]
                     widest = max((b[0] - a[0] for a, b in near), default=float("nan"))
                     step = max((b[1] for _a, b in near), default=-1)
+                    late = [k for ts, _n, _p, k in status if t - 0.3 <= ts <= t]
                     where.append({"episode": episode, "at_s": round(t - start, 2), "step": step,
-                                  "longest_action_gap_ms": round(widest * 1000, 1), "t": t})
+                                  "longest_action_gap_ms": round(widest * 1000, 1), "t": t,
+                                  "safety_late_ticks": (late[-1] - late[0]) if late else 0})
                 count = n
     return trips, where
 
