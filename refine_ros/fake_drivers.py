@@ -60,7 +60,17 @@ def _default_urdf() -> Path:
     from refine_ros.bringup import share_dirs
 
     return next(d / "urdf" / "door_scene.urdf" for d in share_dirs() if (d / "urdf" / "door_scene.urdf").is_file())
+
+
 SERVO_JOINT_BOUND = {"servo_jazzy": 6, "servo_humble": 5}
+"""MoveIt Servo's JOINT_BOUND status code in each release."""
+ARM_PARAMETERS = {
+    "interface": "servo_jazzy", "base_frame": "base_link", "ee_frame": "tool0", "handle_frame": "door_handle",
+    "start": [0.45, 0.0, 0.25], "handle": [0.55, 0.05, 0.2], "urdf": "", "incoming_command_timeout": 0.1,
+    "rate": 100.0,
+}
+"""The fake arm's parameters: the tool's start and the handle marker in the base frame (m),
+the URDF of forward_velocity ('' = urdf/door_scene.urdf), Servo's command timeout (s), Hz."""
 
 
 class FakeArmDriver(Node):
@@ -69,11 +79,7 @@ class FakeArmDriver(Node):
         from control_msgs.action import GripperCommand
         from tf2_msgs.msg import TFMessage
 
-        p = {name: self.declare_parameter(name, default).value for name, default in {
-            "interface": "servo_jazzy", "base_frame": "base_link", "ee_frame": "tool0",
-            "handle_frame": "door_handle", "start": [0.45, 0.0, 0.25], "handle": [0.55, 0.05, 0.2],
-            "urdf": "", "incoming_command_timeout": 0.1,
-            "rate": 100.0}.items()}
+        p = {name: self.declare_parameter(name, default).value for name, default in ARM_PARAMETERS.items()}
         self.interface = p["interface"]
         self.base, self.ee_frame, self.handle_frame = p["base_frame"], p["ee_frame"], p["handle_frame"]
         self.ee = np.array(p["start"], dtype=float)
