@@ -358,6 +358,30 @@ def test_ros2_topic_echo_shows_a_step_with_its_column_names(ament_path):
     assert "names:" in echoed and ".names[0]" in echoed and "values:" in echoed, echoed
 
 
+def test_a_fit_is_cancelled_from_the_command_line(client_node, ament_path):
+    """`ros2 service call <action>/_action/cancel_goal` with an empty request cancels every goal
+    of the action server (the standard action cancel service)."""
+    from action_msgs.msg import GoalStatus
+    from interface_peer import FIT_ACTION
+
+    from refine_ros_interfaces.action import FitProgram
+
+    ros2_command()
+    env = ros_env()
+    server = start_peer("fit-server", "--epochs", "300", env=env)  # 30 s unless cancelled
+    feedback: list = []
+    try:
+        wait_ready(server)
+        handle = send_goal(client_node, FitProgram, FIT_ACTION, FitProgram.Goal(run_id=1, program="p"), feedback)
+        out = ros2("service", "call", f"/{FIT_ACTION}/_action/cancel_goal", "action_msgs/srv/CancelGoal", "{}",
+                   env=env)
+        outcome = wait_future(handle.get_result_async())
+    finally:
+        stop_process(server)
+    assert "goals_canceling=[action_msgs.msg.GoalInfo(" in out, out
+    assert outcome.status == GoalStatus.STATUS_CANCELED and outcome.result.error.startswith("cancelled after epoch")
+
+
 def test_ros2_action_send_goal_fits_and_shows_feedback(ament_path):
     from interface_peer import FIT_ACTION
 
