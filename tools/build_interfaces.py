@@ -13,7 +13,8 @@ libraries also name as their RPATH), its ament index entries in `<venv>/share`.
   package that a ROS install (or a wheel) already provides.
 - A package is rebuilt only when one of its files changed (a content hash per package).
 
-Run: `.venv/bin/python tools/build_interfaces.py` (see `--help`).
+Run: `.venv/bin/python tools/build_interfaces.py` (see `--help`). In a colcon workspace with the
+wheels, `--exports-only` does the one step colcon cannot (mending the wheels' export files).
 """
 
 from __future__ import annotations
@@ -199,6 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-test-copies", action="store_true",
                         help="build only refine_ros_interfaces, not the copies under test/interfaces")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--exports-only", action="store_true",
+                        help="only point the wheels' export files at this Python's headers (before a colcon "
+                             "build of a workspace with the wheels); build nothing")
     args = parser.parse_args(argv)
     prefix, build_root = args.prefix.resolve(), args.build_dir.resolve()
     try:
@@ -206,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fixed = fix_generator_exports(prefix, python_include_dirs())
         if fixed:
             print(f"pointed {len(fixed)} generator export files at this Python's headers")
+        if args.exports_only:
+            return 0
         for package in packages(not args.no_test_copies):
             own = package.source in OWN_PACKAGES
             real = None if own else real_package_prefix(package, prefix, build_root)
