@@ -110,19 +110,41 @@ def test_the_digest_changes_with_any_file_of_the_package(tmp_path):
     assert package.digest() != first
 
 
-def test_main_skips_a_copy_that_a_real_install_provides(tmp_path, monkeypatch, capsys):
-    """The whole script as make runs it, with a fake ROS install that has every external
-    package: only refine_ros_interfaces is considered (up to date after make install)."""
-    ros = tmp_path / "opt_ros"
-    copies = sorted(p.name for p in build.TEST_COPIES.iterdir() if (p / "package.xml").is_file())
-    for name in copies:
-        index(ros, name)
-    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join([sys.prefix, str(ros)]))
-    assert build.main([]) == 0
-    out = capsys.readouterr().out
-    assert "refine_ros_interfaces: up to date" in out
-    for name in copies:
-        assert f"{name}: provided by {ros}; the test copy is not built" in out
+def test_no_copy_is_built_where_a_real_install_has_every_package(tmp_path, monkeypatch):
+    ros, prefix, build_root = tmp_path / "opt_ros", tmp_path / "venv", tmp_path / "build"
+    copies = [build.Package.at(p) for p in sorted(build.TEST_COPIES.iterdir()) if (p / "package.xml").is_file()]
+    assert {c.name for c in copies} == {"ackermann_msgs", "control_msgs", "moveit_msgs", "tf2_msgs", "vesc_msgs"}
+    for copy in copies:
+        index(ros, copy.name)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros))
+    said: list[str] = []
+    build.build_all(copies, prefix, build_root, jobs=1, say=said.append)
+    assert said == [f"{c.name}: provided by {ros}; the test copy is not built" for c in copies]
+    assert not prefix.exists() and not build_root.exists()
+
+
+def test_a_copy_installed_earlier_is_removed_once_a_real_package_appears(tmp_path, monkeypatch):
+    """Our copy must not stand in front of the real package in the venv: the files its install
+    manifest lists go, and nothing else."""
+    ros, prefix, build_root = tmp_path / "opt_ros", tmp_path / "venv", tmp_path / "build"
+    copy = build.Package("tf2_msgs", build.TEST_COPIES / "tf2_msgs")
+    ours = [prefix / build.INDEX / "tf2_msgs", prefix / "lib" / "libtf2_msgs__rosidl_generator_c.so",
+            prefix / "lib" / "python3.11" / "site-packages" / "tf2_msgs" / "__init__.py"]
+    other = prefix / "lib" / "libstd_msgs__rosidl_generator_c.so"
+    for path in [*ours, other]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    (build_root / "tf2_msgs").mkdir(parents=True)
+    (build_root / "tf2_msgs" / "install_manifest.txt").write_text("\n".join(map(str, ours)))
+    (build_root / "tf2_msgs" / build.STAMP_NAME).write_text("digest\n")
+    index(ros, "tf2_msgs")
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros))
+    said: list[str] = []
+    build.build_all([copy], prefix, build_root, jobs=1, say=said.append)
+    assert said == [f"tf2_msgs: provided by {ros}; the test copy is not built (removed the copy installed earlier: "
+                    "3 files)"]
+    assert not any(p.exists() for p in ours) and other.exists()
+    assert not (build_root / "tf2_msgs" / build.STAMP_NAME).exists()
 
 
 @pytest.mark.slow

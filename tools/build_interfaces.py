@@ -28,7 +28,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +89,24 @@ def real_package_prefix(package: Package, prefix: Path, build_root: Path) -> Pat
     if provided_by(package.name, [prefix]) and not (build_root / package.name / STAMP_NAME).is_file():
         return prefix
     return None
+
+
+def remove_copy(package: Package, build_root: Path) -> list[Path]:
+    """Uninstall a test copy this script installed earlier (the files CMake's install manifest
+    lists), once a real package of that name is found: our copy must not stand in front of it
+    in the venv. Returns the files removed."""
+    build = build_root / package.name
+    manifest = build / "install_manifest.txt"
+    if not (build / STAMP_NAME).is_file() or not manifest.is_file():
+        return []
+    removed = []
+    for line in manifest.read_text(encoding="utf-8").splitlines():
+        path = Path(line.strip())
+        if line.strip() and (path.is_file() or path.is_symlink()):
+            path.unlink()
+            removed.append(path)
+    (build / STAMP_NAME).unlink()
+    return removed
 
 
 # -- the wheels' generated-Python export files ------------------------------------------------------
@@ -185,6 +203,23 @@ def packages(with_test_copies: bool) -> list[Package]:
     return found
 
 
+def build_all(found: Sequence[Package], prefix: Path, build_root: Path, jobs: int,
+              say: Callable[[str], None] = print) -> None:
+    """Our packages always; a test copy unless a real package of its name is installed."""
+    for package in found:
+        real = None if package.source in OWN_PACKAGES else real_package_prefix(package, prefix, build_root)
+        if real is not None:
+            removed = remove_copy(package, build_root)
+            note = f" (removed the copy installed earlier: {len(removed)} files)" if removed else ""
+            say(f"{package.name}: provided by {real}; the test copy is not built{note}")
+            continue
+        start = time.monotonic()
+        if build_package(package, prefix, build_root, jobs):
+            say(f"{package.name}: built and installed into {prefix} in {time.monotonic() - start:.0f} s")
+        else:
+            say(f"{package.name}: up to date")
+
+
 def check_tools() -> None:
     missing = [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
     if missing:
@@ -212,17 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"pointed {len(fixed)} generator export files at this Python's headers")
         if args.exports_only:
             return 0
-        for package in packages(not args.no_test_copies):
-            own = package.source in OWN_PACKAGES
-            real = None if own else real_package_prefix(package, prefix, build_root)
-            if real is not None:
-                print(f"{package.name}: provided by {real}; the test copy is not built")
-                continue
-            start = time.monotonic()
-            if build_package(package, prefix, build_root, args.jobs):
-                print(f"{package.name}: built and installed into {prefix} in {time.monotonic() - start:.0f} s")
-            else:
-                print(f"{package.name}: up to date")
+        build_all(packages(not args.no_test_copies), prefix, build_root, args.jobs)
     except BuildError as exc:
         print(f"build_interfaces: {exc}", file=sys.stderr)
         return 1
