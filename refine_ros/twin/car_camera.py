@@ -21,6 +21,7 @@ unit is 0.0225 m and the car (4.6 units long) is about 0.1 m long.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -208,7 +209,7 @@ class CarCamera:
         cam, s = self.camera, self.supersample
         scene = self._current_scene()
         img = np.empty((cam.height * s, cam.width * s, 3), np.uint8)
-        horizon = int(np.clip(np.ceil((cam.horizon_row() + 0.5) * s - 0.5), 0, img.shape[0]))
+        horizon = min(max(math.ceil((cam.horizon_row() + 0.5) * s - 0.5), 0), img.shape[0])
         # (cv2.rectangle fills ten times faster than numpy's broadcast assignment)
         cv2.rectangle(img, (0, 0), (img.shape[1] - 1, img.shape[0] - 1), _bgr(self.env.bg_color), -1)
         if horizon > 0:
@@ -223,15 +224,20 @@ class CarCamera:
         rel = scene.quads[near] - np.array([x, y])
         ground = np.stack([rel @ fwd, rel @ left], axis=-1) * mpu  # (P, 4, 2) car frame, metres
         f_min = cam.nearest_forward_m(_Z_NEAR_M)
-        for k in np.flatnonzero(ground[..., 0].max(axis=1) >= f_min):
-            part = ground[k]
-            if part[:, 0].min() < f_min:  # partly behind the near plane: clip on the ground first
-                part = _clip_front(part, f_min)
+        seen = ground[..., 0].max(axis=1) >= f_min
+        whole = ground[..., 0].min(axis=1) >= f_min  # the rest reach behind the near plane
+        u, v, _ = cam.project(ground[whole, :, 0], ground[whole, :, 1])
+        polys = np.empty(ground.shape, np.int32)
+        # the near clip keeps vertices within about 1e6 pixels: far inside int32 when shifted
+        polys[whole] = np.round(np.stack([(u + 0.5) * s - 0.5, (v + 0.5) * s - 0.5], axis=-1) * (1 << _SHIFT))
+        for k in np.flatnonzero(seen):
+            poly = polys[k]
+            if not whole[k]:  # clip on the ground first, then project what is left
+                part = _clip_front(ground[k], f_min)
                 if len(part) < 3:
                     continue
-            u, v, _ = cam.project(part[:, 0], part[:, 1])
-            # the near clip keeps vertices within about 1e6 pixels: far inside int32 when shifted
-            poly = np.round(np.stack([(u + 0.5) * s - 0.5, (v + 0.5) * s - 0.5], axis=1) * (1 << _SHIFT))
+                pu, pv, _ = cam.project(part[:, 0], part[:, 1])
+                poly = np.round(np.stack([(pu + 0.5) * s - 0.5, (pv + 0.5) * s - 0.5], axis=1) * (1 << _SHIFT))
             cv2.fillPoly(img, [poly.astype(np.int32)], scene.colours[near[k]], lineType=cv2.LINE_8, shift=_SHIFT)
         if s > 1:
             img = cv2.resize(img, (cam.width, cam.height), interpolation=cv2.INTER_AREA)
