@@ -19,6 +19,7 @@ from refine_ros.twin.car import (
     drive_from_twist,
 )
 from refine_ros.twin.car_camera import SKY_BGR, CarCamera, PinholeCamera, metres_per_unit
+from refine_ros.twin.frames import Pose
 from refine_ros.twin.realtime import DropoutPlan
 
 PERIOD = 0.02  # 50 Hz
@@ -88,6 +89,20 @@ def test_the_detector_reads_the_rendered_camera_within_the_measured_error():
     wrong = detector_tile_error(seeds=(3,), every=4, max_steps=360, pixel_noise=2.0, progress=False,
                                 detector_camera=dataclasses.replace(PinholeCamera(), pitch_rad=0.55))  # fmt: skip
     assert any(wrong[name]["mean"] >= bound for name, bound in bounds.items()) or wrong["not_found_fraction"] > 0.05
+
+
+def test_the_camera_mount_puts_the_optical_axis_where_the_renderer_looks(twin):
+    """The static transform a node broadcasts for the camera agrees with the pinhole the
+    renderer and the detector use: a ground point on the optical axis, taken through the
+    mount, lies straight ahead of the camera at the pitch below the horizon."""
+    cam = twin.config.camera
+    mount = twin.camera_mount()
+    assert (mount.parent, mount.child) == ("base_link", "camera_optical_frame")
+    distance = cam.height_m / math.sin(cam.pitch_rad)
+    ground = mount.pose * Pose((0.0, 0.0, distance))  # on the optical axis
+    np.testing.assert_allclose(ground.position, [cam.height_m / math.tan(cam.pitch_rad), 0.0, 0.0], atol=1e-12)
+    u, v, _ = cam.project(np.array([ground.position[0]]), np.array([0.0]))
+    assert (u[0], v[0]) == pytest.approx((cam.cx, cam.cy))
 
 
 def test_camera_frames_follow_the_seed(twin):

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from refine_ros.twin.car_camera import ROAD_WIDTH_M, CarCamera, PinholeCamera, metres_per_unit
+from refine_ros.twin.frames import Pose, Transform
 from refine_ros.twin.realtime import DropoutPlan, Dropouts, FixedRate, Latency, Noise, Sensor
 
 WHEEL_JOINTS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
@@ -370,6 +371,17 @@ class CarTwin:
 
     def camera_frame(self, now: float) -> CameraFrame:
         return CameraFrame(now, self.camera.render(), self.config.camera_frame)
+
+    def camera_mount(self) -> Transform:
+        """base_link -> the camera's optical frame (static: where the camera is mounted)."""
+        cam = self.config.camera
+        return Transform(self.config.base_frame, self.config.camera_frame,
+                         Pose.of((cam.forward_offset_m, 0.0, cam.height_m), cam.axes().T))  # fmt: skip
+
+    def odom_transform(self, odometry: Odometry) -> Transform:
+        """odom -> base_link for a reading, as a car's odometry node broadcasts it."""
+        pose = Pose((odometry.x, odometry.y, 0.0), odometry.quaternion_xyzw())
+        return Transform(odometry.frame_id, odometry.child_frame_id, pose)
 
     def close(self) -> None:
         self.env.close()
