@@ -35,9 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.twin.frames import Pose, Transform
+from refine_ros.twin.frames import JointStates, Pose, Transform
 from refine_ros.twin.marker import MarkerCamera, MarkerSighting, MarkerTracker
-from refine_ros.twin.realtime import DropoutPlan, Dropouts, FixedRate, Latency, Noise, Sensor
+from refine_ros.twin.realtime import (
+    DropoutPlan,
+    FixedRate,
+    Latency,
+    Noise,
+    check_dropout_names,
+    sensor_streams,
+)
 
 ARM_CHAIN = ("right_arm_base_link", "right_l0", "right_l1", "right_l2", "right_l3", "right_l4", "right_l5",
              "right_l6", "right_hand", "hand")  # fmt: skip
@@ -79,23 +86,13 @@ class GripperState:
 
 
 @dataclass(frozen=True)
-class JointStates:
-    """`sensor_msgs/JointState`: the seven arm joints (rad) then the two finger joints (m)."""
-
-    stamp: float
-    name: tuple[str, ...]
-    position: tuple[float, ...]
-    velocity: tuple[float, ...]
-
-
-@dataclass(frozen=True)
 class ArmReadings:
     """What the arm's drivers publish at one tick; None where a sensor has nothing due (its
     rate) or is in a dropout. `transforms` come with the joint states (a robot's TF follows
     its encoders); `marker` is a sighting even when the marker is hidden (visible False),
     as a tracker publishes an empty detection list."""
 
-    joints: JointStates | None = None
+    joints: JointStates | None = None  # right_j0..right_j6 (rad), then r_close, l_close (m)
     transforms: tuple[Transform, ...] | None = None
     marker: MarkerSighting | None = None
     marker_stamp: float | None = None
@@ -124,9 +121,7 @@ class ArmTwinConfig:
     marker_frame: str = "handle_marker"
 
     def __post_init__(self) -> None:
-        unknown = set(self.dropouts) - set(ARM_SENSORS)
-        if unknown:
-            raise ValueError(f"dropouts for unknown sensors {sorted(unknown)}; the arm has {ARM_SENSORS}")
+        check_dropout_names(self.dropouts, ARM_SENSORS)
 
 
 class ArmTwin:
@@ -153,12 +148,8 @@ class ArmTwin:
                                      rotation_std_rad=config.marker_rotation_std_rad,
                                      noise=Noise(config.seed * 100 + 99))  # fmt: skip
         self.start = float(start)
-        rates = {"joints": config.rate_hz, "marker": config.marker_rate_hz}
-        self.sensors = {
-            name: Sensor(name, rates[name], self.start, Dropouts(config.dropouts.get(name, DropoutPlan()),
-                                                                 seed=config.seed * 100 + k + 1))
-            for k, name in enumerate(ARM_SENSORS)
-        }  # fmt: skip
+        rates = dict(zip(ARM_SENSORS, (config.rate_hz, config.marker_rate_hz), strict=True))
+        self.sensors = sensor_streams(rates, self.start, config.dropouts, config.seed)
         self.reset(config.door_seed, start)
 
     # -- episode -------------------------------------------------------------------------
@@ -207,7 +198,7 @@ class ArmTwin:
         """The hand velocity (m/s, base frame) the arm executes at `now`."""
         command = self._twists.current(now)
         c = self.config
-        if c.twist_timeout_s > 0 and now - self._twists.issued_at(now) > c.twist_timeout_s + c.command_latency_s:
+        if self._twists.timed_out(now, c.twist_timeout_s):
             return np.zeros(3)
         v = np.asarray(command.linear, dtype=float)
         speed = float(np.linalg.norm(v))

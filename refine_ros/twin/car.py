@@ -35,8 +35,15 @@ from typing import Any
 import numpy as np
 
 from refine_ros.twin.car_camera import ROAD_WIDTH_M, CarCamera, PinholeCamera, metres_per_unit
-from refine_ros.twin.frames import Pose, Transform
-from refine_ros.twin.realtime import DropoutPlan, Dropouts, FixedRate, Latency, Noise, Sensor
+from refine_ros.twin.frames import JointStates, Pose, Transform
+from refine_ros.twin.realtime import (
+    DropoutPlan,
+    FixedRate,
+    Latency,
+    Noise,
+    check_dropout_names,
+    sensor_streams,
+)
 
 WHEEL_JOINTS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
 F1TENTH_SPEED_TO_ERPM_GAIN = 4614.0
@@ -136,9 +143,7 @@ class CarTwinConfig:
     camera_frame: str = "camera_optical_frame"
 
     def __post_init__(self) -> None:
-        unknown = set(self.dropouts) - set(CAR_SENSORS)
-        if unknown:
-            raise ValueError(f"dropouts for unknown sensors {sorted(unknown)}; the car has {CAR_SENSORS}")
+        check_dropout_names(self.dropouts, CAR_SENSORS)
         if not 0 < self.max_steering_angle <= SIM_STEER_LIMIT:
             raise ValueError(f"max_steering_angle must be in (0, {SIM_STEER_LIMIT}]")
 
@@ -159,16 +164,6 @@ class Odometry:
 
     def quaternion_xyzw(self) -> tuple[float, float, float, float]:
         return (0.0, 0.0, math.sin(self.yaw / 2.0), math.cos(self.yaw / 2.0))
-
-
-@dataclass(frozen=True)
-class WheelStates:
-    """`sensor_msgs/JointState` of the four wheels: angle (rad) and angular velocity (rad/s)."""
-
-    stamp: float
-    name: tuple[str, ...]
-    position: tuple[float, ...]
-    velocity: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -194,7 +189,7 @@ class CarReadings:
     rate) or is in a dropout."""
 
     odom: Odometry | None = None
-    wheels: WheelStates | None = None
+    wheels: JointStates | None = None  # the four wheels: angle (rad), angular velocity (rad/s)
     motor: MotorState | None = None
     camera: CameraFrame | None = None
 
@@ -220,13 +215,8 @@ class CarTwin:
         self._noise = Noise(config.seed)
         self.camera = CarCamera(self.env, config.camera, config.road_width_m, pixel_noise=config.pixel_noise,
                                 rng=np.random.default_rng([config.seed, 1]))  # fmt: skip
-        rates = {"odom": config.rate_hz, "wheels": config.rate_hz, "motor": config.rate_hz,
-                 "camera": config.camera_rate_hz}  # fmt: skip
-        self.sensors = {
-            name: Sensor(name, rates[name], self.start, Dropouts(config.dropouts.get(name, DropoutPlan()),
-                                                                 seed=config.seed * 100 + k + 1))
-            for k, name in enumerate(CAR_SENSORS)
-        }  # fmt: skip
+        rates = dict(zip(CAR_SENSORS, (config.rate_hz,) * 3 + (config.camera_rate_hz,), strict=True))
+        self.sensors = sensor_streams(rates, self.start, config.dropouts, config.seed)
         self.reset(config.track_seed, start)
 
     # -- episode -------------------------------------------------------------------------
@@ -270,8 +260,7 @@ class CarTwin:
         """The command the car executes at `now`: the latest one past its latency, or a
         stop when none has arrived within `command_timeout_s`."""
         command = self._commands.current(now)
-        timeout = self.config.command_timeout_s
-        if timeout > 0 and now - self._commands.issued_at(now) > timeout + self.config.command_latency_s:
+        if self._commands.timed_out(now, self.config.command_timeout_s):
             return DriveCommand(speed=0.0, steering_angle=command.steering_angle)
         return command
 
@@ -360,10 +349,10 @@ class CarTwin:
         return Odometry(now, float(n[0]), float(n[1]), yaw_n, float(n[3]), float(n[4]), float(n[5]),
                         c.odom_frame, c.base_frame)  # fmt: skip
 
-    def wheel_states(self, now: float) -> WheelStates:
+    def wheel_states(self, now: float) -> JointStates:
         wheels = self.env.car.wheels
         omega = self._noise([w.omega for w in wheels], self.config.wheel_speed_std_radps)
-        return WheelStates(now, WHEEL_JOINTS, tuple(float(w.phase) for w in wheels), tuple(float(o) for o in omega))
+        return JointStates(now, WHEEL_JOINTS, tuple(float(w.phase) for w in wheels), tuple(float(o) for o in omega))
 
     def motor_state(self, now: float) -> MotorState:
         erpm = self.config.speed_to_erpm_gain * self.driven_wheel_speed()

@@ -1,6 +1,6 @@
-"""Rigid transforms as ROS carries them: translation in metres and a quaternion in ROS's
-order (x, y, z, w). MuJoCo stores quaternions (w, x, y, z); the helpers convert at the edge
-so nothing downstream has to remember which order a number came in."""
+"""Poses, transforms and joint states as ROS carries them: translation in metres and a
+quaternion in ROS's order (x, y, z, w). MuJoCo stores quaternions (w, x, y, z); the helpers
+convert at the edge so nothing downstream has to remember which order a number came in."""
 
 from __future__ import annotations
 
@@ -99,3 +99,14 @@ class Transform:
     parent: str
     child: str
     pose: Pose
+
+
+@dataclass(frozen=True)
+class JointStates:
+    """`sensor_msgs/JointState`: per named joint, position (rad or m) and velocity (rad/s or
+    m/s)."""
+
+    stamp: float
+    name: tuple[str, ...]
+    position: tuple[float, ...]
+    velocity: tuple[float, ...]

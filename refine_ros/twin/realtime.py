@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -81,6 +81,11 @@ class Latency(Generic[T]):
         """When the command in effect at `now` was issued (-inf for the initial one)."""
         self.current(now)
         return self._current[0]
+
+    def timed_out(self, now: float, timeout_s: float) -> bool:
+        """True when no command has taken effect for longer than `timeout_s` (0: never), as a
+        driver stops on its own when its commands stop."""
+        return timeout_s > 0 and now - self.issued_at(now) > timeout_s + self.delay_s
 
 
 class Noise:
@@ -188,3 +193,21 @@ class Sensor:
             return False
         self.published += 1
         return True
+
+
+def check_dropout_names(plans: Mapping[str, DropoutPlan], sensors: Sequence[str]) -> None:
+    """A dropout plan for a sensor the robot does not have is a typo: refuse it."""
+    unknown = set(plans) - set(sensors)
+    if unknown:
+        raise ValueError(f"dropouts for unknown sensors {sorted(unknown)}; this robot has {tuple(sensors)}")
+
+
+def sensor_streams(rates: Mapping[str, float], start: float, plans: Mapping[str, DropoutPlan],
+                   seed: int) -> dict[str, Sensor]:  # fmt: skip
+    """One `Sensor` per name in `rates`, each with its plan's dropouts drawn from its own
+    stream of `seed` (so adding a dropout to one sensor leaves the others' windows alone)."""
+    check_dropout_names(plans, list(rates))
+    return {
+        name: Sensor(name, rate, start, Dropouts(plans.get(name, DropoutPlan()), seed=seed * 100 + k + 1))
+        for k, (name, rate) in enumerate(rates.items())
+    }
