@@ -235,3 +235,12 @@ def test_the_door_opens_through_the_twins_interfaces_and_the_twin_reports_it():
     assert arm.success() == 1.0 and arm.door_angle() < -1.0
     assert hidden > 0, "the gripper hid the marker around the grasp"
     arm.close()
+
+
+def test_the_tick_cost_bench_reports_every_tick():
+    from refine_ros.twin.bench import arm_step_cost
+
+    fig = arm_step_cost(seconds=1.0, progress=False)
+    assert fig["ticks"] == 50 and fig["period_ms"] == 20.0
+    assert 0 < fig["p50_ms"] <= fig["p99_ms"] <= fig["max_ms"]
+    assert fig["status"]["sim_time"] == pytest.approx(0.98 + 1 / 400, abs=1e-9)

