@@ -3,8 +3,9 @@ noise and dropouts, all driven by times the caller passes in.
 
 Why an injected clock: a node wrapper passes its ROS clock's seconds, a test passes numbers
 it chose, so the same code is deterministic under test and real-time under ROS. Times are
-seconds on one monotonic clock; "since start" means since the time the twin was created or
-last reset. Nothing here sleeps or reads a clock itself.
+seconds on one monotonic clock that never goes back; "since start" means since the twin was
+created (a reset starts a new episode, not a new sensor timeline). Nothing here sleeps or
+reads a clock itself.
 """
 
 from __future__ import annotations
