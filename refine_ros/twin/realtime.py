@@ -51,9 +51,6 @@ class FixedRate:
         self.ticks += run
         return run
 
-    def time_of(self, tick: int) -> float:
-        return self.start + tick * self.period
-
 
 class Latency(Generic[T]):
     """A command line with a fixed delay: what is in effect at `now` is the newest command
