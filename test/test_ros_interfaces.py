@@ -195,6 +195,14 @@ def wait_future(future, timeout: float = 30.0):
     return future.result()
 
 
+def wait_for_count(items: list, count: int, timeout: float = 10.0) -> None:
+    """Feedback and result travel on different channels (a topic and a service), so the result
+    may be in before the last feedback message has been taken: wait for the feedback too."""
+    deadline = time.monotonic() + timeout
+    while len(items) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def send_goal(node, action_type, name: str, goal, feedback: list):
     from rclpy.action import ActionClient
 
@@ -266,6 +274,7 @@ def test_fit_action_returns_a_policy_bundle_as_npz_bytes(client_node):
         outcome = wait_future(handle.get_result_async())
     finally:
         stop_process(server)
+    wait_for_count(feedback, 3)
     assert [f.epoch for f in feedback] == [1, 2, 3]
     bundle = PolicyBundle.from_npz_bytes(bytes(outcome.result.bundle_npz))
     assert bundle.source == "source text"
@@ -290,6 +299,7 @@ def test_rollout_action_reports_each_episode(client_node):
         result = wait_future(handle.get_result_async()).result
     finally:
         stop_process(server)
+    wait_for_count(feedback, 3)
     assert [(f.episodes_done, f.episodes_planned, f.current.kind) for f in feedback] == [
         (0, 3, "diagnostic"), (1, 3, "selection"), (2, 3, "eval")]
     assert [(e.planned.kind, e.planned.seed, e.counter, e.steps) for e in result.episodes] == [
