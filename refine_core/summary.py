@@ -92,6 +92,8 @@ def _round_entry(db: RunDatabase, run_id: int, row: dict, calls: list[dict]) -> 
         "tests_requested": max(0, len(analyses) - 1),
         "diagnostics_status": [a.get("status") for a in analyses],
         "calls": len(mine),
+        "calls_by_role": {role: sum(1 for c in mine if c.get("role") == role)
+                          for role in sorted({str(c.get("role")) for c in mine})},
         "tokens_in": sum(int(c.get("tokens_in") or 0) for c in mine),
         "tokens_out": sum(int(c.get("tokens_out") or 0) for c in mine),
         "resets": resets,
