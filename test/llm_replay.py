@@ -18,10 +18,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fake_openai_server import Reply, by_role
+
+from refine_core.analyst.offline.catalogue import render
+from refine_core.policy.programs import starter_program
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "results" / "llm"
 CAPS = ("--max-steps", "40", "--eval-episodes", "1", "--selection-episodes", "1")
 """Step caps for CI: enough steps for every program to act, few enough to take minutes."""
+MODEL = "scripted-model-1"
+"""The name the scripted model's server reports."""
 
 
 def committed_runs(all_runs: bool | None = None) -> list[Path]:
@@ -70,3 +77,32 @@ def assert_replay_reproduces(run: Path, out: Path, *, mode: str = "sequential",
         "every recorded answer was asked for"
     assert replayed["analyst"]["models"] == recorded["analyst"]["models"], "the replay names the recorded model"
     return replayed
+
+
+def _fenced(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+def scripted_door_model():
+    """A model that writes a program that is refused (it imports os), repairs it, asks for
+    more tests once, revises with a catalogue structure, then stops: every kind of answer."""
+    starter = starter_program("door_open")
+    refused = starter.replace("import torch\n", "import os\nimport torch\n", 1)
+    revised = render("door_open", ["door_hover_release"])
+    return by_role({
+        "generate": [Reply.text("A reach, grasp and pull controller.\n" + _fenced(refused))],
+        "regenerate": [Reply.text("Without the os import.\n" + _fenced(starter))],
+        "diagnose": [
+            Reply.text("1. Task analysis: reach the door, then pull.\n5. Hypotheses: the gripper reaches it.\n"
+                       + _fenced("print('rows', len(df))\nprint('mean door_x', round(float(df['door_x'].mean()), 4))")),
+            Reply.text("5. Hypotheses: the hover fades.\n"
+                       + _fenced("print('min gripper_z', round(float(df['gripper_z'].min()), 4))")),
+        ],
+        "revise": [
+            Reply.text("DECISION: more_tests\nThe approach is unclear.\n"
+                       + _fenced("print('max dz', round(float(df['act_dz'].abs().max()), 4))")),
+            Reply.text("DECISION: revise\nThe gripper waits above the door too long. Model summary: as before, with "
+                       "the hover fading faster.\n" + _fenced(revised)),
+            Reply.text("DECISION: stop\nThe hover now fades as intended."),
+        ],
+    })

@@ -9,43 +9,17 @@ import json
 import shutil
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, Reply, by_role
-from llm_replay import assert_replay_reproduces, committed_runs, refine, replay
-
-from refine_core.analyst.offline.catalogue import render
-from refine_core.policy.programs import starter_program
+from fake_openai_server import FakeOpenAIServer
+from llm_replay import (
+    MODEL,
+    assert_replay_reproduces,
+    committed_runs,
+    refine,
+    replay,
+    scripted_door_model,
+)
 
 KEY = "sk-test-replay-0123456789"
-MODEL = "scripted-model-1"
-
-
-def _fenced(code: str) -> str:
-    return f"```python\n{code.rstrip()}\n```"
-
-
-def scripted_door_model():
-    """A model that writes a program that is refused (it imports os), repairs it, asks for
-    more tests once, revises with a catalogue structure, then stops: every kind of answer."""
-    starter = starter_program("door_open")
-    refused = starter.replace("import torch\n", "import os\nimport torch\n", 1)
-    revised = render("door_open", ["door_hover_release"])
-    return by_role({
-        "generate": [Reply.text("A reach, grasp and pull controller.\n" + _fenced(refused))],
-        "regenerate": [Reply.text("Without the os import.\n" + _fenced(starter))],
-        "diagnose": [
-            Reply.text("1. Task analysis: reach the door, then pull.\n5. Hypotheses: the gripper reaches it.\n"
-                       + _fenced("print('rows', len(df))\nprint('mean door_x', round(float(df['door_x'].mean()), 4))")),
-            Reply.text("5. Hypotheses: the hover fades.\n"
-                       + _fenced("print('min gripper_z', round(float(df['gripper_z'].min()), 4))")),
-        ],
-        "revise": [
-            Reply.text("DECISION: more_tests\nThe approach is unclear.\n"
-                       + _fenced("print('max dz', round(float(df['act_dz'].abs().max()), 4))")),
-            Reply.text("DECISION: revise\nThe gripper waits above the door too long. Model summary: as before, with "
-                       "the hover fading faster.\n" + _fenced(revised)),
-            Reply.text("DECISION: stop\nThe hover now fades as intended."),
-        ],
-    })
 
 
 @pytest.mark.slow
