@@ -164,3 +164,27 @@ def test_from_run_refuses_what_is_not_an_llm_run(tmp_path, capsys):
     assert main(["experiment", "--task", "car_racing", "--smoke", "--out", str(tmp_path / "o"),
                  "--from-run", str(tmp_path)]) == 2
     assert "not a run summary" in capsys.readouterr().err
+
+
+def test_a_run_from_a_given_program_has_a_start_row_standing_for_no_published_figure():
+    from refine_core.experiment.runner import run_programs
+
+    def round_(n, sha, decision, calls):
+        return {"round": n, "status": "committed", "program_sha256": sha, "decision": decision,
+                "tests_requested": 0, "calls_by_role": calls}
+
+    summary = {"first_round": 0, "best_round": 1, "start": {"kind": "program", "label": "file mine.py (abc)"},
+               "analyst": {"language_model": True, "models": ["m"]},
+               "rounds": [round_(0, "a", "program", {"diagnose": 1, "revise": 1}),
+                          round_(1, "b", "stop", {"diagnose": 1, "revise": 1})],
+               "programs": {"a": "PROGRAM A", "b": "PROGRAM B"},
+               "totals": {"calls": 4, "resets": {"diagnostic": 2, "selection": 6, "eval": 20}}}
+    start, refined = run_programs(summary, "llm", "LLM run x", "LLM m")
+    assert (start.key, start.role, start.source, start.calls, start.analyst) == (
+        "llm_zero_shot", "start", "PROGRAM A", 0, "given program")
+    assert "start program (file mine.py (abc))" in start.label
+    assert (refined.role, refined.source, refined.calls, refined.resets) == (
+        "refined", "PROGRAM B", 4, {"diagnostic": 2, "selection": 6})
+    from refine_core.experiment.conditions import PUBLISHED_CAR
+
+    assert all(PUBLISHED_CAR.get(c.published_key) is None for c in conditions([start], 400, 2000))

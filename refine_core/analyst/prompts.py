@@ -134,8 +134,10 @@ DIAGNOSTICS_FORMAT = (
 _TABLE_CONVENTIONS = """\
 Column conventions: run_id, round, kind, episode, seed, step identify the row; then one \
 observation column per coordinate of forward's inputs, in input order (row-major for inputs \
-with several dimensions); latent_* and weight_* are the program's info keys; mean_<action> is the policy's action mean, act_<action> the executed (clipped) \
-action{expert}; reward, done; next_<observation> is the observation after the step. The \
+with several dimensions); latent_* and weight_* are the program's info keys; \
+mean_<action> is the policy's action mean, std_<action> its standard deviation (the norm \
+of that action's row of scale_tril), act_<action> the executed (clipped) action{expert}; \
+reward, done; next_<observation> is the observation after the step. The \
 demonstration table `demo` has the observation columns and act_<action> for the \
 demonstrated actions, but not the program's latents or weights."""
 

@@ -21,7 +21,6 @@ PUBLISHED_CAR = {
 }
 PUBLISHED_DOOR = {("zero_shot", "il"): "0.548", ("refined", "il"): "0.110"}
 PUBLISHED_MODEL = "GPT-5-mini"
-ROLES = ("mlp", "zero_shot", "refined")
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,8 @@ class Program:
     """Condition-name prefix: mlp, starter / refined (offline catalogue or a run), llm_zero_shot /
     llm_refined (a committed LLM run)."""
     role: str
-    """mlp, zero_shot or refined: which published row it stands for."""
+    """mlp, zero_shot or refined: which published row it stands for (start: a given start
+    program, which stands for none)."""
     label: str
     source: str
     analyst: str = "-"

@@ -267,7 +267,8 @@ def run_programs(summary: dict, prefix: str, tag: str, who: str) -> list[Program
     keys = (f"{prefix}_zero_shot", f"{prefix}_refined") if prefix else ("starter", "refined")
     zero_label = f"start program ({start.get('label')}) [{tag}]" if given else f"zero-shot structure [{tag}]"
     return [
-        Program(keys[0], "zero_shot", zero_label, summary["programs"][first["program_sha256"]],
+        # a given start program stands for no published row
+        Program(keys[0], "start" if given else "zero_shot", zero_label, summary["programs"][first["program_sha256"]],
                 analyst="given program" if given else who, calls=zero_calls, resets={}),
         Program(keys[1], "refined", f"refined structure [{tag}]", summary["programs"][best["program_sha256"]],
                 analyst=who, calls=int(calls),
