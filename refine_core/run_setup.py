@@ -22,7 +22,8 @@ from refine_core.loop import RefineConfig, StartProgram
 
 #: RefineConfig fields a recording keeps (what shapes the requests, and the episode counts).
 RECORDED_LOOP_FIELDS = ("max_rounds", "max_attempts", "max_test_requests", "diagnostic_episodes",
-                        "selection_episodes", "eval_episodes", "max_steps", "action_mode", "expert_labels")
+                        "selection_episodes", "eval_episodes", "max_steps", "action_mode", "expert_labels",
+                        "rl_resets")
 #: AnalystConfig fields a recording keeps (they change the requests an LLM analyst sends).
 RECORDED_ANALYST_FIELDS = ("max_corrections", "results_max_chars")
 

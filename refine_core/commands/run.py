@@ -48,8 +48,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--expert-labels", action="store_true", default=None,
                    help="relabel rollout states with the scripted expert (expert_* columns): privileged "
                         "information the published method does not use; off by default")
-    p.add_argument("--rl-resets", type=int, default=0,
-                   help="after refinement, RL on the best round with this many environment resets")
+    p.add_argument("--rl-resets", type=int, default=None,
+                   help="after refinement, RL on the best round with this many environment resets (default 0)")
     p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
     p.add_argument("--workers", type=int, default=1, help="local processes for rollouts")
     p.add_argument("--allow-weak-sandbox", action="store_true",
@@ -130,7 +130,7 @@ def run(args) -> int:
         expert_labels=bool(replayed(args.expert_labels, settings, "expert_labels", False)),
         max_steps=replayed(args.max_steps, settings, "max_steps", None),
         action_mode=replayed(None, settings, "action_mode", RefineConfig.action_mode),
-        rl_resets=args.rl_resets, workers=args.workers, verbose=not args.quiet,
+        rl_resets=replayed(args.rl_resets, settings, "rl_resets", 0), workers=args.workers, verbose=not args.quiet,
         allow_weak_isolation=args.allow_weak_sandbox)
     if settings:  # the recorded requests were shaped by these
         config = dataclasses.replace(config, **{k: settings[k] for k in RECORDED_ANALYST_FIELDS
