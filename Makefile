@@ -62,8 +62,10 @@ $(SYSSTAMP):
 	fi
 	@touch $@
 
+# Replays a language model's recorded refinement of the door (results/llm/door_open/, or
+# DEMO_TRANSCRIPT=FILE) through the ROS graph; the offline analyst when none is recorded.
 demo: install
-	$(BIN)/refine demo --run $(RUN_DIR)
+	$(BIN)/refine demo --run $(RUN_DIR) $(if $(DEMO_TRANSCRIPT),--transcript $(DEMO_TRANSCRIPT))
 
 test: install
 	$(BIN)/python -m pytest -q test
