@@ -34,6 +34,10 @@ GRIPPER_ACTION = "gripper_controller/gripper_cmd"
 SERVO_SERVICE = "servo_node/switch_command_type"
 FIT_EPOCH_S = 0.1
 """How long the test fit server's "epoch" lasts."""
+SETTLE_S = 0.3
+"""How long a test server works after its last feedback before it answers (saving a bundle,
+running an episode, moving the fingers). rclpy's action client drops feedback that arrives
+after the result, and feedback (a topic) and the result (a service) travel separately."""
 
 
 def load(type_name: str):
@@ -167,6 +171,15 @@ def _serve(node) -> None:
         rclpy.try_shutdown()
 
 
+def wait_for_feedback_reader(node, action: str, timeout: float = 10.0) -> None:
+    """Feedback is a topic: the server's writer may learn of the client's reader only after the
+    goal arrived (discovery is not symmetric), and feedback sent before that is lost. A real
+    server does not care (progress is progress); this one waits, so the tests can count."""
+    deadline = time.monotonic() + timeout
+    while node.count_subscribers(f"/{action}/_action/feedback") == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def servo_service() -> None:
     """Answers as MoveIt Servo does: success for a known command type."""
     from moveit_msgs.srv import ServoCommandType
@@ -194,14 +207,17 @@ def fit_server(epochs: int) -> None:
     node = _node("fit_server")
 
     def execute(goal_handle):
+        wait_for_feedback_reader(node, FIT_ACTION)
         start = time.monotonic()
         for epoch in range(1, epochs + 1):
             time.sleep(FIT_EPOCH_S)
             if goal_handle.is_cancel_requested:
+                time.sleep(SETTLE_S)
                 goal_handle.canceled()
                 return FitProgram.Result(error=f"cancelled after epoch {epoch - 1}")
             goal_handle.publish_feedback(FitProgram.Feedback(epoch=epoch, max_epochs=epochs,
                                                              elapsed=time.monotonic() - start))
+        time.sleep(SETTLE_S)
         bundle = PolicyBundle(goal_handle.request.program, {"gain": np.arange(3.0) * goal_handle.request.run_id})
         goal_handle.succeed()
         return FitProgram.Result(bundle_npz=bundle.to_npz_bytes(), weights=["weight_gain"],
@@ -213,7 +229,7 @@ def fit_server(epochs: int) -> None:
 
 
 def rollout_server() -> None:
-    """Runs the plan's episodes as instantly finished ones, with feedback for each."""
+    """Runs the plan's episodes (each a short wait), with feedback as each starts."""
     from rclpy.action import ActionServer
 
     from refine_ros_interfaces.action import RunRollout
@@ -222,11 +238,13 @@ def rollout_server() -> None:
     node = _node("rollout_server")
 
     def execute(goal_handle):
+        wait_for_feedback_reader(node, ROLLOUT_ACTION)
         goal = goal_handle.request
         outcomes = []
         for done, planned in enumerate(goal.plan):
             goal_handle.publish_feedback(RunRollout.Feedback(phase=RunRollout.Feedback.RUNNING, episodes_done=done,
                                                              episodes_planned=len(goal.plan), current=planned))
+            time.sleep(SETTLE_S)  # the episode runs
             outcomes.append(EpisodeOutcome(planned=planned, counter=1 + 1000 * goal.round + done, steps=goal.max_steps,
                                            complete=True, summary_names=["return", "steps"],
                                            summary_values=[float(planned.seed), float(goal.max_steps)]))
@@ -238,15 +256,17 @@ def rollout_server() -> None:
 
 
 def gripper_server() -> None:
-    """A gripper that reaches any opening at once and stalls above 0.5 of max effort."""
+    """A gripper that reaches any opening within SETTLE_S and stalls above 0.5 of max effort."""
     from control_msgs.action import GripperCommand
     from rclpy.action import ActionServer
 
     node = _node("gripper_stand_in")
 
     def execute(goal_handle):
+        wait_for_feedback_reader(node, GRIPPER_ACTION)
         command = goal_handle.request.command
         goal_handle.publish_feedback(GripperCommand.Feedback(position=command.position / 2, effort=0.0))
+        time.sleep(SETTLE_S)  # the fingers move
         goal_handle.succeed()
         return GripperCommand.Result(position=command.position, effort=command.max_effort / 2,
                                      stalled=command.max_effort > 0.5, reached_goal=True)
