@@ -1,10 +1,12 @@
 # Two commands for users: `make demo` and `make test`. Both create .venv on first use and
-# never reinstall unless setup.py, setup.cfg or a requirements file changed.
+# never reinstall unless setup.py, setup.cfg or a requirements file changed, nor rebuild the
+# ROS interface packages unless one of their files changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-install
 SYSSTAMP := $(VENV)/.stamp-sysdeps
+IFACESTAMP := $(VENV)/.stamp-interfaces
 RUN_DIR ?= runs/demo
 export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa
@@ -13,27 +15,41 @@ export AMENT_PREFIX_PATH := $(CURDIR)/$(VENV)$(if $(AMENT_PREFIX_PATH),:$(AMENT_
 
 .PHONY: demo test lint bench install sysdeps clean
 
-install: $(STAMP) $(SYSSTAMP)
+install: $(STAMP) $(SYSSTAMP) $(IFACESTAMP)
 
 # torch goes first and pinned: an unpinned torch requirement could pull a multi-GB CUDA build.
 # The ament prefix (share/refine_ros) is a copy made at install time, so the files it holds are
 # prerequisites too: a new launch file or profile reinstalls the package.
 SHARED_FILES := $(wildcard launch/*.launch.py config/*.yaml config/*.rviz urdf/*)
 
-$(STAMP): setup.py setup.cfg requirements.txt requirements-ros.txt package.xml $(SHARED_FILES)
+$(STAMP): setup.py setup.cfg requirements.txt requirements-ros.txt requirements-ros-build.txt package.xml $(SHARED_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -r requirements-ros.txt
+	$(BIN)/python -m pip install --quiet -r requirements-ros.txt -r requirements-ros-build.txt
 	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $@
 
-# bubblewrap isolates generated code; libosmesa6 renders MuJoCo without a GPU.
+# refine_ros_interfaces (always) and the test copies of external interface packages (where no
+# real one is installed) are built into the venv: tools/build_interfaces.py, which rebuilds only
+# a package whose files changed.
+INTERFACE_FILES := $(wildcard refine_ros_interfaces/* refine_ros_interfaces/*/* test/interfaces/*/* test/interfaces/*/*/*)
+
+$(IFACESTAMP): $(STAMP) $(SYSSTAMP) tools/build_interfaces.py $(INTERFACE_FILES)
+	$(BIN)/python tools/build_interfaces.py
+	touch $@
+
+# bubblewrap isolates generated code; libosmesa6 renders MuJoCo without a GPU; a C++ compiler,
+# cmake and the Python headers build the interface packages.
 $(SYSSTAMP):
 	@mkdir -p $(VENV)
 	@missing=""; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	ls /usr/lib/*/libOSMesa.so* >/dev/null 2>&1 || missing="$$missing libosmesa6"; \
+	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	$(PYTHON) -c "import os, sysconfig; raise SystemExit(not os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+	  || missing="$$missing python3-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian packages:$$missing"; \
@@ -46,14 +62,16 @@ $(SYSSTAMP):
 	fi
 	@touch $@
 
+# Replays a language model's recorded refinement of the door (results/llm/door_open/, or
+# DEMO_TRANSCRIPT=FILE) through the ROS graph; the offline analyst when none is recorded.
 demo: install
-	$(BIN)/refine demo --run $(RUN_DIR)
+	$(BIN)/refine demo --run $(RUN_DIR) $(if $(DEMO_TRANSCRIPT),--transcript $(DEMO_TRANSCRIPT))
 
 test: install
 	$(BIN)/python -m pytest -q test
 
 lint: install
-	$(BIN)/ruff check refine_core refine_ros test launch
+	$(BIN)/ruff check refine_core refine_ros test launch tools
 
 bench: install
 	$(BIN)/refine bench --json

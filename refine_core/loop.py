@@ -1,17 +1,21 @@
 """The refinement method, top to bottom.
 
-    C = analyst.generate(task)                        the zero-shot structure
+    C = analyst.generate(task), or a given start     the zero-shot structure
     for each round (at most max_rounds):
         fit C on the one demonstration                regenerate from the error, <= max_attempts
+          still failing: record the round, go on from the last program that fitted
         T = analyst.diagnose(task, C, column names)   names only: no rollout number yet
-        roll out C: diagnostic episodes (the table T reads), selection episodes (choose the
-                    best round), evaluation episodes (reported, never used to choose)
+        roll out C: diagnostic episodes (the table T reads; one, as published), selection
+                    episodes (choose the best round), evaluation episodes (reported only)
         run T in the sandbox -> printed results r
         b = analyst.revise(r), continuing T's exchange; b = more tests? run them, ask again
         commit the round (one transaction)
         b = stop -> leave; b = a program -> C = b
     optionally: RL polishes the best round's continuous parameters
     the best round is the one with the best selection metric
+
+The analyst reads the task through `task.spec.for_analyst()`: the description variant's
+words and column names (`refine_core.tasks.spec`); tables it reads are renamed to match.
 
 Where a program is fitted and who runs the episodes are the two seams in `backends` (local
 defaults; `refine_ros.graph` runs them over DDS). Records, commits and resume live with the
@@ -43,6 +47,7 @@ from refine_core.store import records
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import RoundRecord
 from refine_core.tasks.base import Task
+from refine_core.tasks.spec import TaskSpec, analyst_renames
 
 ACTION_MODES = ("mean", "sample")
 DEMONSTRATION_SOURCES = ("expert", "recorded")
@@ -56,10 +61,12 @@ class RefineConfig:
     """Build/fit attempts per round before the round is given up with a recorded error."""
     max_test_requests: int = 5
     """'More tests' answers executed per round before the analyst must revise or stop."""
-    diagnostic_episodes: int = 2
-    """Episodes whose step table the diagnostics read."""
+    diagnostic_episodes: int = 1
+    """Episodes whose step table the diagnostics read: one diagnostic rollout per round, as
+    published (9 calls and 4 resets for 3 revisions)."""
     selection_episodes: int = 3
-    """Episodes that decide the best round (never the evaluation seeds)."""
+    """Episodes that decide the best round (never the evaluation seeds), counted apart from
+    the diagnostic ones. 0: the best round is chosen on the diagnostic episodes alone."""
     eval_episodes: int = 10
     """Episodes on unseen evaluation seeds, reported only."""
     action_mode: str = "mean"
@@ -103,6 +110,26 @@ class RefineConfig:
                 raise ValueError(f"{name} must be at least 1")
 
 
+@dataclass(frozen=True)
+class StartProgram:
+    """A program the run begins from instead of asking the analyst for a zero-shot one (a
+    user's own controller, or a structure written elsewhere); recorded as such."""
+
+    source: str
+    label: str
+    """Where it came from (e.g. the file it was read from), for the run's records."""
+
+    def record(self) -> dict:
+        import hashlib
+
+        return {"kind": "program", "label": self.label,
+                "sha256": hashlib.sha256(self.source.encode("utf-8")).hexdigest()}
+
+
+ZERO_SHOT = {"kind": "zero-shot"}
+"""How a run that asked the analyst for its first program records its start."""
+
+
 @dataclass
 class RefineResult:
     run_id: int
@@ -127,6 +154,11 @@ class Run:
     """The analyst's calls since the last commit: they land with the round that used them."""
     seconds: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def analyst_spec(self) -> TaskSpec:
+        """The task as the analyst reads it (the description variant's words and column names)."""
+        return self.task.spec.for_analyst()
+
     def record(self, calls: list[LLMCall], role: str) -> None:
         self.calls += [{**call.to_dict(), "role": call.role or role} for call in calls]
 
@@ -149,14 +181,18 @@ class Run:
 
 def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig | None = None, *,
            fitter: Fitter | None = None, episodes: EpisodeRunner | None = None,
-           resume: bool = False, on_round: Callable[[RoundRecord], None] | None = None) -> RefineResult:
+           resume: bool = False, on_round: Callable[[RoundRecord], None] | None = None,
+           start: StartProgram | None = None) -> RefineResult:
     """Run (or resume) the refinement method on `task` and return its rounds and best round.
-    `on_round` hears about every committed round (progress bars, the ROS status topic)."""
+    `on_round` hears about every committed round (progress bars, the ROS status topic);
+    `start` replaces the analyst's zero-shot program."""
     config = config or RefineConfig()
     spec, higher = task.spec, task.spec.metric.higher_is_better
 
     # 0. The run, its one demonstration, and where a killed run picks up.
-    run_id = records.open_run(db, spec.name, analyst.name, asdict(config), resume=resume)
+    recorded = {**asdict(config), "task_description": spec.description_variant,
+                "start": start.record() if start is not None else ZERO_SHOT}
+    run_id = records.open_run(db, spec.name, analyst.name, recorded, resume=resume)
     run = Run(task, analyst, db, config,
               fitter or LocalFitter(task, config.il, config.fit_timeout_s, config.allow_weak_isolation,
                                     config.fit_validation_s),
@@ -170,10 +206,13 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
         run.say(f"run {run_id} already finished: {state.stop_reason}")
         return result
 
-    # 1. The zero-shot structure (or the revision the last committed round asked for).
+    # 1. The zero-shot structure, a given start (or what the last committed round asked for).
     program, conversation = state.next_program, None
-    if program is None:
-        answer = analyst.generate(spec)
+    if program is None and start is not None:
+        program = start.source
+        run.say(f"starting from the given program ({start.label})")
+    elif program is None:
+        answer = analyst.generate(run.analyst_spec)
         run.record(answer.calls, "generate")
         program, conversation = answer.program or "", answer.conversation
         run.say(f"{analyst.name} wrote the zero-shot program")
@@ -189,14 +228,20 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
                                  error=fit.error, timings=dict(run.seconds))
             records.commit_round(db, record, run.take_calls())
             result.rounds.append(record)
-            result.stop_reason = f"round {index}: no program could be fitted ({fit.error})"
-            break
+            previous = records.last_committed(result.rounds)
+            if previous is None:
+                result.stop_reason = f"round {index}: no program could be fitted ({fit.error})"
+                break
+            run.say(f"round {index}: no program could be fitted after {len(attempts)} attempt(s); the run goes "
+                    f"on from round {previous.round}'s program")
+            program, conversation = previous.program, None
+            continue
         program = fit.program
 
         # 3. Diagnostics written from the program and the table's column names only.
-        schema = RolloutSchema.for_task(spec, fit.info_schema.keys, expert=config.expert_labels)
+        schema = RolloutSchema.for_task(run.analyst_spec, fit.info_schema.keys, expert=config.expert_labels)
         with run.timed("diagnose"):
-            diagnostics = analyst.diagnose(spec, program, schema.columns)
+            diagnostics = analyst.diagnose(run.analyst_spec, program, schema.columns)
         run.record(diagnostics.calls, "diagnose")
 
         # 4. Roll out the fitted policy: the table the diagnostics read, then the metrics.
@@ -216,6 +261,7 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
             analyses=analyses, decision=decision.kind,
             next_program=decision.program if decision.kind == "program" else None,
             reasoning="\n\n".join(x for x in (diagnostics.reasoning, decision.reasoning) if x),
+            decision_reason=decision_reason(decision),
             error=decision.error, metrics=rollouts.metrics, timings=dict(run.seconds))
         records.commit_round(db, record, run.take_calls(), rollouts.episodes)
         result.rounds.append(record)
@@ -276,7 +322,7 @@ def fit_with_regeneration(run: Run, program: str, conversation: Conversation | N
         if not fit.failed or attempt == run.config.max_attempts:
             return fit, attempts, conversation
         run.say(f"fit attempt {attempt}/{run.config.max_attempts} failed: {fit.error}")
-        answer = run.analyst.generate(run.task.spec, failed_program=program, error=fit.error, context=conversation)
+        answer = run.analyst.generate(run.analyst_spec, failed_program=program, error=fit.error, context=conversation)
         run.record(answer.calls, "regenerate")
         if not answer.ok:
             attempts[-1]["regenerate_error"] = answer.error
@@ -288,7 +334,7 @@ def diagnose_and_revise(run: Run, program: str, diagnostics: DiagnosticsAnswer, 
                         ) -> tuple[Decision, list[dict]]:
     """Run the diagnostics over the rollout table, then let the analyst read the results as a
     follow-up of its own diagnostic exchange; 'more tests' runs and asks again (capped)."""
-    config, spec = run.config, run.task.spec
+    config, spec = run.config, run.analyst_spec
     analyses: list[dict] = []
     if diagnostics.ok:
         results = sandboxed(run, 0, diagnostics.code, rollouts, analyses)
@@ -313,13 +359,23 @@ def diagnose_and_revise(run: Run, program: str, diagnostics: DiagnosticsAnswer, 
 
 def sandboxed(run: Run, iteration: int, code: str, rollouts: Rollouts, analyses: list[dict]) -> str:
     """Run analysis code over the rollout table (`df`) and the demonstration (`demo`) in the
-    sandbox; record it and return what the analyst reads."""
-    result = run_diagnostics(code, rollouts.diagnostic, run.demo.table, timeout_s=run.config.sandbox_timeout_s,
+    sandbox, both under the analyst's column names; record it and return what the analyst
+    reads."""
+    result = run_diagnostics(code, analyst_table(run.task.spec, rollouts.diagnostic),
+                             analyst_table(run.task.spec, run.demo.table), timeout_s=run.config.sandbox_timeout_s,
                              allow_weak_isolation=run.config.allow_weak_isolation)
     analyses.append({"iteration": iteration, "code": code, "stdout": result.stdout,
                      "stderr_tail": result.stderr_tail, "status": result.status,
                      "isolation": result.isolation, "duration_s": result.duration_s})
     return results_text(result)
+
+
+def analyst_table(spec: TaskSpec, table):
+    """A stored table (canonical column names) as the analyst's code reads it."""
+    renames = analyst_renames(spec)
+    if table is None or not renames:
+        return table
+    return table.rename(columns=renames)
 
 
 def results_text(result: SandboxResult) -> str:
@@ -362,8 +418,29 @@ def polish_with_rl(run: Run, best: RoundRecord, index: int) -> RoundRecord:
 def stop_reason(decision: Decision) -> str:
     if decision.error:
         return f"the analyst gave no usable answer: {decision.error}"
-    first = decision.reasoning.strip().splitlines()[0] if decision.reasoning.strip() else ""
-    return first or f"the analyst decided {decision.kind}"
+    return decision_reason(decision) or f"the analyst decided {decision.kind}"
+
+
+def decision_reason(decision: Decision) -> str:
+    """The analyst's reason for its decision in one line (the summary's 'why')."""
+    if decision.error:
+        return f"no usable answer: {decision.error}"
+    return decision.headline or one_line_reason(decision.reasoning)
+
+
+def one_line_reason(text: str, limit: int = 240) -> str:
+    """The first sentence of an answer's prose after its DECISION line (or of the prose)."""
+    import re
+
+    lines = [line.strip(" \t*#>_-`") for line in (text or "").strip().splitlines()]
+    lines = [line for line in lines if line]
+    if lines and re.match(r"(?i)decision\b", lines[0]):
+        head = re.sub(r"(?i)^decision[\s*_`]*[:=\-]\s*[\w-]+(\s+tests)?\s*[—:,.-]*\s*", "", lines[0]).strip()
+        lines = ([head] if head else []) + lines[1:]
+    prose = " ".join(lines)
+    match = re.match(r"(.+?[.!?])(\s|$)", prose)
+    sentence = (match.group(1) if match else prose).strip()
+    return sentence if len(sentence) <= limit else sentence[: limit - 3].rstrip() + "..."
 
 
 def round_summary(record: RoundRecord, best: RoundRecord | None) -> str:

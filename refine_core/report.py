@@ -117,7 +117,8 @@ def run_labels(view: RunView, expert: bool | None = None) -> list[str]:
     config = view.run.get("config") if isinstance(view.run.get("config"), dict) else {}
     if expert is None:
         expert = expert_setting(config)
-    return [text for text in (analyst_label(view.run.get("analyst")), expert_label(expert)) if text]
+    described = f"Task description: {config.get('task_description') or 'not recorded (before variants existed)'}."
+    return [text for text in (analyst_label(view.run.get("analyst")), described, expert_label(expert)) if text]
 
 
 def text_summary(view: RunView, metric_name: str, expert: bool | None = None) -> str:

@@ -64,6 +64,12 @@ class UpOptions:
     """offline | openai | replay | record."""
     transcript: Path | None = None
     """JSONL transcript for record/replay."""
+    replay_mode: str | None = None
+    """exact | sequential (replay)."""
+    task_description: str | None = None
+    """published | detailed: what the analyst is told (None: the node's default)."""
+    start_program: Path | None = None
+    """A program the run begins from instead of a zero-shot one."""
     rounds: int | None = None
     """Most refinement rounds."""
     episodes: int | None = None
@@ -102,7 +108,9 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     overrides: dict[str, Any] = {}
     declared = {a.name for a in _arguments(name)}
     given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
-             ("episodes", options.episodes), ("max_steps", options.max_steps), ("transcript", options.transcript))
+             ("episodes", options.episodes), ("max_steps", options.max_steps), ("transcript", options.transcript),
+             ("replay_mode", options.replay_mode), ("task_description", options.task_description),
+             ("start_program", options.start_program))
     for arg, value in given:
         if value is not None and arg in declared:
             overrides[arg] = str(value) if isinstance(value, Path) else value

@@ -7,10 +7,11 @@ import time
 
 from refine_core.analyst.config import AnalystConfig
 from refine_core.analyst.factory import make_analyst
-from refine_core.analyst.inbox import guess_role, request_markdown, serve
+from refine_core.analyst.inbox import FINGERPRINT, guess_role, request_markdown, serve
 from refine_core.loop import RefineConfig, refine
 from refine_core.policy.programs import starter_program
 from refine_core.store.db import RunDatabase
+from refine_core.summary import build_summary
 from refine_core.tasks.registry import get_task
 
 
@@ -35,7 +36,7 @@ def _answerer(folder, stop: threading.Event, seen: list[str]) -> None:
 
 def test_a_run_through_the_inbox_uses_the_answers_written_to_files(tmp_path):
     inbox = tmp_path / "inbox"
-    server = serve(inbox, port=0, timeout_s=60)
+    server = serve(inbox, port=0, timeout_s=60, model="helper-model-x")
     stop, seen = threading.Event(), []
     worker = threading.Thread(target=_answerer, args=(inbox, stop, seen), daemon=True)
     worker.start()
@@ -57,6 +58,12 @@ def test_a_run_through_the_inbox_uses_the_answers_written_to_files(tmp_path):
     assert row["decision"] == "stop"
     requests = sorted(p.name for p in inbox.glob("*.request.md"))
     assert requests[0].startswith("0001-") and len(requests) == 3
+    # who answered is what the inbox says, whatever model the client asked for; the counts are estimates
+    calls = db.llm_calls(result.run_id)
+    assert {c["model"] for c in calls} == {"helper-model-x"} and {c["endpoint"] for c in calls} == {FINGERPRINT}
+    summary = build_summary(db)
+    assert summary["analyst"]["models"] == ["helper-model-x"]
+    assert summary["analyst"]["token_counts"].startswith("estimated by refine serve-inbox")
 
 
 def test_requests_read_as_documents():

@@ -1,12 +1,16 @@
 """`refine experiment --smoke`: every condition of the published table, tiny budgets."""
 
+import json
+
 import pandas as pd
 import pytest
 
 from refine_core.cli import main
-from refine_core.experiment.conditions import conditions
+from refine_core.experiment.conditions import Program, conditions
 
-CONDITIONS = [c.name for c in conditions(1, 2)]
+PROGRAMS = [Program("mlp", "mlp", "MLP", ""), Program("starter", "zero_shot", "zero-shot", ""),
+            Program("refined", "refined", "refined", "")]
+CONDITIONS = [c.name for c in conditions(PROGRAMS, 1, 2)]
 
 
 def _smoke(tmp_path, task, *extra):
@@ -24,9 +28,13 @@ def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     assert sorted(episodes["condition"].unique()) == sorted(CONDITIONS)
     assert (episodes.groupby("condition").size() == 2).all()
     table = (folder / "table.md").read_text()
-    assert "refined structure + RL" in table and "scaled down" in table and "| analyst calls |" in table
+    assert "refined structure [offline catalogue] + RL" in table and "scaled x0.002" in table
+    assert "| analyst calls | resets (published count) | extra resets |" in table
     assert "| mean action: return (mean ± std) | success | sampled | RL weights |" in table
-    assert "best on the selection seeds: update" in table and "window 10 (published 150)" in table
+    assert "final: update 2/2" in table and "window 10 (published 150)" in table
+    assert "best on the selection seeds" not in table, "the published rule only, unless asked"
+    assert "no departures" not in table.lower() and "not a human's" in table
+    assert "offline catalogue (not an LLM)" in table and "task description" in table.lower()
     pvalues = (folder / "pvalues.md").read_text()
     assert "## mean action (primary)" in pvalues and "refined_rl_low | refined_il" in pvalues
     updates = pd.read_csv(folder / "rl_updates.csv")
@@ -51,18 +59,132 @@ def test_ray_jobs_reproduce_the_local_numbers(tmp_path):
 
 
 def test_rl_settings_are_rlconfig_fields_and_the_mlp_keeps_the_published_step_by_default():
-    from refine_core.experiment.conditions import Condition
-    from refine_core.experiment.runner import ExperimentOptions, parse_rl_settings, rl_config
+    from refine_core.experiment.runner import (
+        ExperimentOptions,
+        ExperimentSetupError,
+        parse_rl_settings,
+        rl_config,
+    )
 
+    mlp_program, refined = PROGRAMS[0], PROGRAMS[2]
     settings = parse_rl_settings(["std_scale=0.25", 'param_lr={"log_std": 0}', "checkpoint=final"])
     assert settings == {"std_scale": 0.25, "param_lr": {"log_std": 0}, "checkpoint": "final"}
     with pytest.raises(ValueError, match="FIELD=VALUE"):
         parse_rl_settings(["learning_rate=0.1"])
     opts = ExperimentOptions(task="car_racing", rl={"std_scale": 0.5})
-    mlp = rl_config(Condition("mlp_rl_low", "mlp", 400), opts)
+    mlp = rl_config(mlp_program, 400, opts)
     assert "lr" not in mlp and mlp["std_scale"] == 0.5 and mlp["reset_budget"] == 400
+    assert mlp["checkpoint"] == "final" and "select_every" not in mlp, "the published rule: no selection resets"
     opts.mlp_rl_lr = 3e-4
-    assert rl_config(Condition("mlp_rl_low", "mlp", 400), opts)["lr"] == 3e-4
-    assert "lr" not in rl_config(Condition("refined_rl_low", "refined", 400), opts)
-    with pytest.raises(ValueError, match="std_scale"):
-        rl_config(Condition("refined_rl_low", "refined", 400), ExperimentOptions(task="car_racing", rl={"std_scale": 0}))
+    assert rl_config(mlp_program, 400, opts)["lr"] == 3e-4
+    assert "lr" not in rl_config(refined, 400, opts)
+    assert rl_config(refined, 0, opts) is None
+    with pytest.raises(ExperimentSetupError, match="std_scale"):
+        rl_config(refined, 400, ExperimentOptions(task="car_racing", rl={"std_scale": 0}))
+    with pytest.raises(ExperimentSetupError, match="--best-checkpoint"):
+        rl_config(refined, 400, ExperimentOptions(task="car_racing", rl={"checkpoint": "best"}))
+    best = rl_config(refined, 400, ExperimentOptions(task="car_racing", best_checkpoint=True))
+    assert best["checkpoint"] == "final" and best["select_every"] == 5
+
+
+def test_conditions_pair_every_rl_row_with_its_best_checkpoint_twin_only_when_asked():
+    names = [c.name for c in conditions(PROGRAMS[1:2], 400, 2000, best=True)]
+    assert names == ["starter_il", "starter_rl_low", "starter_rl_low_best", "starter_rl_high", "starter_rl_high_best"]
+    twin = conditions(PROGRAMS[2:], 400, 2000, best=True)[2]
+    assert twin.checkpoint == "best" and twin.published_key is None and "best checkpoint" in twin.label
+    assert conditions(PROGRAMS[2:], 400, 2000)[1].published_key == ("refined", "rl_low")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_the_comparison_takes_its_structured_rows_from_a_committed_llm_run(tmp_path):
+    """--from-run: the run's zero-shot and best programs get rows labelled with the run and its
+    model, the offline catalogue keeps its own rows, and --best-checkpoint adds twins of the RL
+    rows whose selection resets are counted."""
+    from fake_openai_server import FakeOpenAIServer, Reply, by_role
+
+    from refine_core.analyst.config import AnalystConfig
+    from refine_core.analyst.factory import make_analyst
+    from refine_core.analyst.offline.catalogue import render
+    from refine_core.loop import RefineConfig, refine
+    from refine_core.policy.programs import starter_program
+    from refine_core.store.db import RunDatabase
+    from refine_core.summary import write_summary
+    from refine_core.tasks.registry import get_task
+
+    def fenced(code):
+        return f"```python\n{code}\n```"
+
+    replies = by_role({
+        "generate": [Reply.text(fenced(starter_program("car_racing")))],
+        "diagnose": [Reply.text(fenced("print('rows', len(df))"))] * 2,
+        "revise": [Reply.text("DECISION: revise\nSlow down in bends.\n" + fenced(render("car_racing", ["car_corner_speed"]))),
+                   Reply.text("DECISION: stop\nDone.")],
+    })
+    run = tmp_path / "results" / "llm" / "car_racing" / "run1"
+    with FakeOpenAIServer(responder=replies, model="fake-model-7") as server:
+        config = AnalystConfig(model="fake-model-7", base_url=server.base_url, api_key="k", timeout_s=10)
+        analyst = make_analyst("openai", config=config, transcript=run / "transcript.jsonl")
+        db = RunDatabase(tmp_path / "llm.db")
+        refine(get_task("car_racing"), analyst, db, RefineConfig(max_rounds=3, selection_episodes=1, eval_episodes=1,
+                                                                 max_steps=40, verbose=False))
+        write_summary(db, run)
+    recorded = json.loads((run / "summary.json").read_text())
+    assert recorded["rounds"][1]["decision"] == "stop"
+
+    out = tmp_path / "results"
+    assert main(["experiment", "--task", "car_racing", "--smoke", "--out", str(out), "--date", "t", "--workers", "2",
+                 "--from-run", str(run), "--best-checkpoint"]) == 0
+    folder = out / "car_racing" / "t"
+    table = (folder / "table.md").read_text()
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
+             if line.startswith("| ") and not line.startswith("| condition")]
+    rows = {c[0]: c for c in cells}
+    llm = "zero-shot structure [LLM run car_racing/run1] + IL"
+    assert rows[llm][1] == "LLM fake-model-7" and rows[llm][2] == "1" and rows[llm][3] == "0"
+    refined = rows["refined structure [LLM run car_racing/run1] + IL"]
+    assert refined[2] == str(recorded["totals"]["calls"]) and refined[3] == str(recorded["totals"]["resets"]["diagnostic"])
+    assert refined[4] == str(recorded["totals"]["resets"]["selection"]) and refined[-1] == "882.0 ± 29.3"
+    assert "refined structure [offline catalogue] + IL" in rows, "the offline catalogue keeps rows of its own"
+    final = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets"]
+    best = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets, best checkpoint"]
+    assert final[-2].startswith("final") and best[-2].startswith("best on the selection seeds")
+    assert int(best[4].replace(",", "")) > int(final[4].replace(",", "")), "the best rule's selection resets are counted"
+    assert best[-1] == "-", "published figures stand beside the published rule only"
+    assert "fake-model-7 (the published runs used GPT-5-mini)" in table and "task description" in table
+    assert "best checkpoint by the mean action on 2 selection seeds" in table
+    assert (folder / "program_llm_refined.py").read_text() == recorded["programs"][
+        recorded["rounds"][recorded["best_round"]]["program_sha256"]]
+
+
+def test_from_run_refuses_what_is_not_an_llm_run(tmp_path, capsys):
+    assert main(["experiment", "--task", "car_racing", "--smoke", "--no-offline-rows"]) == 2
+    assert "give --from-run" in capsys.readouterr().err
+    (tmp_path / "summary.json").write_text("{}")
+    assert main(["experiment", "--task", "car_racing", "--smoke", "--out", str(tmp_path / "o"),
+                 "--from-run", str(tmp_path)]) == 2
+    assert "not a run summary" in capsys.readouterr().err
+
+
+def test_a_run_from_a_given_program_has_a_start_row_standing_for_no_published_figure():
+    from refine_core.experiment.runner import run_programs
+
+    def round_(n, sha, decision, calls):
+        return {"round": n, "status": "committed", "program_sha256": sha, "decision": decision,
+                "tests_requested": 0, "calls_by_role": calls}
+
+    summary = {"first_round": 0, "best_round": 1, "start": {"kind": "program", "label": "file mine.py (abc)"},
+               "analyst": {"language_model": True, "models": ["m"]},
+               "rounds": [round_(0, "a", "program", {"diagnose": 1, "revise": 1}),
+                          round_(1, "b", "stop", {"diagnose": 1, "revise": 1})],
+               "programs": {"a": "PROGRAM A", "b": "PROGRAM B"},
+               "totals": {"calls": 4, "resets": {"diagnostic": 2, "selection": 6, "eval": 20}}}
+    start, refined = run_programs(summary, "llm", "LLM run x", "LLM m")
+    assert (start.key, start.role, start.source, start.calls, start.analyst) == (
+        "llm_zero_shot", "start", "PROGRAM A", 0, "given program")
+    assert "start program (file mine.py (abc))" in start.label
+    assert (refined.role, refined.source, refined.calls, refined.resets) == (
+        "refined", "PROGRAM B", 4, {"diagnostic": 2, "selection": 6})
+    from refine_core.experiment.conditions import PUBLISHED_CAR
+
+    assert all(PUBLISHED_CAR.get(c.published_key) is None for c in conditions([start], 400, 2000))

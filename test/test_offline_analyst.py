@@ -17,6 +17,7 @@ from refine_core.analyst.offline.catalogue import (
     render,
 )
 from refine_core.learn.il import ILConfig, fit_il
+from refine_core.loop import analyst_table
 from refine_core.policy.contract import build_policy, validate_policy
 from refine_core.policy.programs import starter_program
 from refine_core.policy.static_check import check_program_source
@@ -81,7 +82,8 @@ def door_rollout():
            spec=task.spec)
     results = run_episodes(task, policy, [200], mode="mean", max_steps=120, progress=False,
                            label_expert=True)
-    return task, source, demo.table, concat_tables(results)
+    # what the analyst reads: the published description's column names (door_x, not handle_x)
+    return task, source, analyst_table(task.spec, demo.table), analyst_table(task.spec, concat_tables(results))
 
 
 def _without_expert(table):
@@ -92,13 +94,13 @@ def test_battery_is_generated_from_the_schema(door_rollout) -> None:
     task, source, _, table = door_rollout
     analyst = OfflineAnalyst()
     schema = list(table.columns)
-    answer = analyst.diagnose(task.spec, source, schema)
+    answer = analyst.diagnose(task.spec.for_analyst(), source, schema)
     assert answer.ok and "not an LLM" in answer.reasoning
     compile(answer.code, "<battery>", "exec")
-    assert answer.code == analyst.diagnose(task.spec, source, schema).code
+    assert answer.code == analyst.diagnose(task.spec.for_analyst(), source, schema).code
     assert "_sign_check, 'weight_k_approach_xy', 10.0" in answer.code
     # no column, no check
-    fewer = analyst.diagnose(task.spec, source,
+    fewer = analyst.diagnose(task.spec.for_analyst(), source,
                              [c for c in schema if c != "weight_k_approach_xy"]).code
     assert "sign.weight_k_approach_xy" not in fewer
 
@@ -106,25 +108,25 @@ def test_battery_is_generated_from_the_schema(door_rollout) -> None:
 def test_no_expert_columns_no_expert_checks(door_rollout) -> None:
     task, source, _, table = door_rollout
     schema = list(_without_expert(table).columns)
-    answer = OfflineAnalyst().diagnose(task.spec, source, schema)
+    answer = OfflineAnalyst().diagnose(task.spec.for_analyst(), source, schema)
     for marker in ("_expert_check", "_hotspot_check", "_disagreement_check", "expert_dx"):
         assert marker not in answer.code.split("# --- what the table holds")[1], marker
     assert "EXPERT = set()" in answer.code and "no expert relabels" in answer.reasoning
-    with_expert = OfflineAnalyst().diagnose(task.spec, source, list(table.columns))
+    with_expert = OfflineAnalyst().diagnose(task.spec.for_analyst(), source, list(table.columns))
     assert "_run('expert.dx'" in with_expert.code and "expert relabels are in" in with_expert.reasoning
 
 
 @pytest.mark.parametrize("program", ["def broken(:", "", "class OpenDoorPolicy: pass"])
 def test_battery_for_unreadable_programs_is_still_valid_python(door_rollout, program) -> None:
     task, _, _, table = door_rollout
-    code = OfflineAnalyst().diagnose(task.spec, program, list(table.columns)).code
+    code = OfflineAnalyst().diagnose(task.spec.for_analyst(), program, list(table.columns)).code
     compile(code, "<battery>", "exec")
     assert "sign." not in code and "recon." not in code and "expert.dx" in code
 
 
 def test_battery_runs_in_the_sandbox_on_a_real_rollout(door_rollout) -> None:
     task, source, demo_table, table = door_rollout
-    code = OfflineAnalyst().diagnose(task.spec, source, list(table.columns)).code
+    code = OfflineAnalyst().diagnose(task.spec.for_analyst(), source, list(table.columns)).code
     result = run_diagnostics(code, table, demo_table, allow_weak_isolation=True)
     assert result.status == "ok", result.stderr_tail
     parsed = parse_results(result.stdout)
@@ -138,13 +140,13 @@ def test_battery_runs_in_the_sandbox_on_a_real_rollout(door_rollout) -> None:
     assert parsed["table"].number("expert") == 4
     assert parsed["metric.door_open"].number("min_handle_target") == pytest.approx(
         float(np.min(np.linalg.norm(
-            table[["handle_x", "handle_y", "handle_z"]].to_numpy()
+            table[["door_x", "door_y", "door_z"]].to_numpy()
             - table[["target_x", "target_y", "target_z"]].to_numpy(), axis=1))), rel=1e-3)
 
 
 def test_battery_survives_missing_columns_and_nans(door_rollout) -> None:
     task, source, demo_table, table = door_rollout
-    code = OfflineAnalyst().diagnose(task.spec, source, list(table.columns)).code
+    code = OfflineAnalyst().diagnose(task.spec.for_analyst(), source, list(table.columns)).code
     broken = table.drop(columns=["expert_dz", "weight_k_approach_xy"]).copy()
     broken.loc[broken.index[:10], "gripper_x"] = np.nan
     result = run_diagnostics(code, broken, None, allow_weak_isolation=True)
@@ -299,12 +301,12 @@ def _fit_eval(task, source, demo, seeds):
 
 def _one_round(analyst, task, demo, program, conversation=None):
     """Fit, roll out without expert relabels, run the battery in the sandbox, revise."""
-    spec = task.spec
+    spec = task.spec.for_analyst()  # as the loop does: the analyst's names, tables renamed to them
     _, rollouts = _fit_eval(task, program, demo, spec.diagnostic_seeds[:2])
-    table = concat_tables(rollouts)
+    table = analyst_table(task.spec, concat_tables(rollouts))
     assert not any(c.startswith("expert_") for c in table.columns)
     diag = analyst.diagnose(spec, program, list(table.columns))
-    result = run_diagnostics(diag.code, table, demo.table, allow_weak_isolation=True)
+    result = run_diagnostics(diag.code, table, analyst_table(task.spec, demo.table), allow_weak_isolation=True)
     assert result.status == "ok", result.stderr_tail
     return analyst.revise(spec, program, result.stdout, conversation=diag.conversation)
 

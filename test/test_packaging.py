@@ -18,7 +18,18 @@ def test_package_xml_is_format_3_ament_python_with_the_runtime_dependencies():
     assert root.find("export/build_type").text == "ament_python"
     deps = {e.text for e in root.findall("exec_depend")}
     assert {"rclpy", "launch", "launch_ros", "std_msgs", "std_srvs", "geometry_msgs", "sensor_msgs",
-            "nav_msgs", "visualization_msgs", "diagnostic_msgs"} <= deps
+            "nav_msgs", "visualization_msgs", "diagnostic_msgs", "refine_ros_interfaces"} <= deps
+
+
+def test_the_interface_package_is_an_ament_cmake_interface_package():
+    """What colcon and rosdep read: built with ament_cmake, a member of the interface packages
+    group (so `ros2 interface` and the type support find it), its generators and runtime named."""
+    root = ElementTree.parse(ROOT / "refine_ros_interfaces" / "package.xml").getroot()
+    assert root.get("format") == "3" and root.findtext("name") == "refine_ros_interfaces"
+    assert root.find("export/build_type").text == "ament_cmake"
+    assert root.findtext("member_of_group") == "rosidl_interface_packages"
+    assert {e.text for e in root.findall("buildtool_depend")} == {"ament_cmake", "rosidl_default_generators"}
+    assert "rosidl_default_runtime" in {e.text for e in root.findall("exec_depend")}
 
 
 def test_install_lays_out_the_share_directory_and_the_package_marker():

@@ -178,7 +178,7 @@ def test_best_checkpoint_keeps_the_best_selection_weights():
     # A policy that already pushes the right way, trained with a step so large that updates
     # overshoot: the best checkpoint must hold the weights of the best selection score.
     task, policy = DriftTask(), DriftPolicy(gain=-0.8)
-    config = RLConfig(group_size=4, reset_budget=40, lr=0.5, window=5, select_every=2)
+    config = RLConfig(group_size=4, reset_budget=40, lr=0.5, window=5, select_every=2, checkpoint="best")
     report = train_rl(task, policy, config, progress=False)
     scores = {s["update"]: s["metric"] for s in report.selection}
     assert report.best_selection_metric == max(scores.values())
@@ -192,3 +192,31 @@ def test_selection_on_evaluation_seeds_is_refused():
     with pytest.raises(ValueError, match="evaluation seeds"):
         train_rl(DriftTask(), DriftPolicy(), RLConfig(group_size=2, reset_budget=2, selection_seeds=(1000,)),
                  progress=False)
+
+
+def test_the_published_rule_is_the_default_and_selection_never_changes_the_final_weights():
+    """Final weights and exactly the reset budget by default; the best checkpoint is a named
+    departure. Selection evaluations run the mean action on their own seeds, so training with
+    them gives bit-identical final weights: one run can report both rules honestly."""
+    assert (RLConfig().checkpoint, RLConfig().select_every, RLConfig().departures()) == ("final", 0, [])
+    best = RLConfig(select_every=5, checkpoint="best")
+    assert best.departures() == ["best checkpoint by the mean action on 10 selection seeds every 5 updates "
+                                 "(extra resets)"]
+    plain, watched = DriftPolicy(gain=-0.8), DriftPolicy(gain=-0.8)
+    config = dict(group_size=4, reset_budget=40, lr=0.5, window=5)
+    quiet = train_rl(DriftTask(), plain, RLConfig(**config), progress=False)
+    kept = []
+    seen = train_rl(DriftTask(), watched, RLConfig(**config, select_every=2), progress=False, on_best=kept.append)
+    assert quiet.selection_resets == 0 and quiet.resets == 40 and not quiet.selection
+    assert seen.selection_resets == 6 * 10 and seen.resets == 40
+    assert plain.gain.item() == watched.gain.item() and plain.log_std.tolist() == watched.log_std.tolist()
+    assert [r["return_mean"] for r in quiet.curve] == [r["return_mean"] for r in seen.curve]
+    # on_best got the best weights as they were found (the last call holds the best)
+    best_gain = kept[-1]["gain"].item()
+    assert seen.best_update is not None and len(kept) >= 1
+    scores = {s["update"]: s["metric"] for s in seen.selection}
+    assert seen.best_selection_metric == max(scores.values())
+    probe = DriftPolicy(gain=best_gain)
+    probe.log_std.data.copy_(kept[-1]["log_std"])
+    assert mean_action_return(DriftTask(), probe, DriftTask().spec.selection_seeds) == pytest.approx(
+        seen.best_selection_metric)

@@ -118,7 +118,7 @@ def test_version_1_databases_gain_the_demonstration_source(tmp_path):
         db.conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         db.conn.commit()
     with RunDatabase(path) as db:
-        assert db.schema_version == SCHEMA_VERSION == 2
+        assert db.schema_version == SCHEMA_VERSION == 3
         row = db.load_demonstration(run_id)
         assert row["source"] == SIMULATED_EXPERT and row["seed"] == 3 and row["columns"] is None
 

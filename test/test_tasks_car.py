@@ -224,7 +224,8 @@ def test_task_spec_and_registry():
     assert spec.action_names == ("steer", "gas", "brake")
     assert spec.metric.name == "return" and spec.metric.higher_is_better
     assert spec.episode_steps == 1000 and spec.demo_seed not in spec.eval_seeds
-    assert "LEFT" in spec.describe()
+    assert spec.description_variant == "published" and "left of the centre" in spec.describe()
+    assert "LEFT" in get_task("car_racing", "detailed").spec.describe()
     with pytest.raises(UnknownTaskError, match="car_racing"):
         get_task("cartpole")
     with pytest.raises(ValueError):
@@ -480,7 +481,7 @@ def test_description_units_are_what_the_simulator_measures(env):
     long (about 1.4 tiles) in observation units, and about 300 tiles per track."""
     from gymnasium.envs.box2d import car_dynamics
 
-    from refine_core.tasks.car_racing.task import DESCRIPTION
+    from refine_core.tasks.car_racing.task import DETAILED_DESCRIPTION, PUBLISHED_DESCRIPTION
 
     env.reset(seed=4)
     units = env.units_per_world
@@ -499,4 +500,7 @@ def test_description_units_are_what_the_simulator_measures(env):
         counts.append(len(env.track))
     assert 250 <= np.mean(counts) <= 350
     for fact in ("0.4 wide", "about 0.105 long", "about 0.15 long", "about 1.4 tiles", "about 300"):
-        assert fact in " ".join(DESCRIPTION.split()), fact
+        assert fact in " ".join(DETAILED_DESCRIPTION.split()), fact
+    # the published description's one corrected fact: the car is about 1.4 tiles long, not 3
+    for fact in ("0.4 units wide", "|x| = 0.2 is the edge", "about 1.4 tiles long"):
+        assert fact in " ".join(PUBLISHED_DESCRIPTION.split()), fact

@@ -146,6 +146,90 @@ def test_a_pinhole_camera_sees_the_same_tiles_as_the_top_down_view():
     np.testing.assert_allclose(tiles[:8, 0], truth[:8, 0], atol=0.05)
 
 
+def path_tiles(points: np.ndarray) -> np.ndarray:
+    """Tiles from an exact centreline given as dense (forward, left) points starting behind
+    the car: arc length from the car's abeam point, headings from the path's direction."""
+    arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(points, axis=0).T))])
+    heading = np.unwrap(np.arctan2(*np.gradient(points, axis=0)[:, ::-1].T))
+    abeam = arc[int(np.argmin(np.hypot(*points.T)))]
+    s = abeam + TILE_SPACING_UNITS / UNITS * (0.5 + np.arange(12))
+    f, c, phi = (np.interp(s, arc, v) for v in (points[:, 0], points[:, 1], heading))
+    x = (f * np.sin(phi) - c * np.cos(phi)) * UNITS
+    y = (-f * np.cos(phi) - c * np.sin(phi)) * UNITS
+    return np.stack([x, y, phi], axis=1)
+
+
+def bend_path(straight_m: float, radius_m: float, turn_rad: float, offset_m: float = 0.0) -> np.ndarray:
+    """A road that runs straight ahead for `straight_m`, then bends left by `turn_rad` on a
+    `radius_m` arc, then runs straight again; its centre is `offset_m` to the car's left."""
+    f = np.linspace(-0.1, straight_m, 200)
+    straight = np.stack([f, np.full_like(f, offset_m)], axis=1)
+    a = np.linspace(0.0, turn_rad, 200)[1:]
+    arc = np.stack([straight_m + radius_m * np.sin(a), offset_m + radius_m * (1 - np.cos(a))], axis=1)
+    u = np.linspace(0.0, 1.0, 100)[1:]
+    exit_ = arc[-1] + u[:, None] * np.array([np.cos(turn_rad), np.sin(turn_rad)])
+    return np.concatenate([straight, arc, exit_])
+
+
+def draw_path(points: np.ndarray, kerb_side: float = 0.0, kerb_width_m: float = 0.0) -> np.ndarray:
+    """A top-down picture of a road along `points`; with `kerb_side` +1 (left) or -1 (right),
+    a red/white kerb `kerb_width_m` wide along that edge, outside the road, as the simulator
+    draws one (kerb_side 0: none)."""
+    img = np.full((H, W, 3), GRASS, np.uint8)
+    cv2.polylines(img, [to_pixels(points[:, 0], points[:, 1])], False, ROAD, int(ROAD_W / MPP))
+    if kerb_side:
+        direction = np.gradient(points, axis=0)
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        normal = np.stack([-direction[:, 1], direction[:, 0]], axis=1) * kerb_side
+        edge = points + normal * (ROAD_W / 2 + kerb_width_m / 2)
+        px = to_pixels(edge[:, 0], edge[:, 1])
+        for k in range(len(px) - 1):
+            colour = RED if (k // 8) % 2 == 0 else WHITE
+            cv2.line(img, tuple(map(int, px[k])), tuple(map(int, px[k + 1])), colour, max(1, round(kerb_width_m / MPP)))
+    return img
+
+
+def test_a_right_angle_bend_ahead_leaves_the_straight_tiles_straight():
+    """A straight that ends in a 90-degree bend (the simulator's tracks have many): the tiles
+    on the straight point straight ahead and the ones in the bend turn with it. A centreline
+    fitted as lateral = f(forward) cannot turn that far and bends the straight instead."""
+    path = bend_path(straight_m=0.6, radius_m=0.25, turn_rad=np.pi / 2)
+    tiles = detect_tiles(draw_path(path), CAM)
+    truth = path_tiles(path)
+    on_straight = TILE_SPACING_UNITS / UNITS * (0.5 + np.arange(12)) < 0.6 - 0.05  # arc from the car
+    assert on_straight.sum() >= 6
+    np.testing.assert_allclose(tiles[on_straight, 2], 0.0, atol=0.05)
+    np.testing.assert_allclose(tiles[on_straight, 0], 0.0, atol=0.02)
+    np.testing.assert_allclose(tiles[:, 2], truth[:, 2], atol=0.12)
+    assert tiles[-1, 2] > 0.8, "the far tiles lie in the bend"
+
+
+def test_a_pinhole_view_that_shows_one_road_edge_still_finds_the_centre():
+    """Near a forward camera the road is wider than the view: only one edge is in sight, and
+    the other side of the road run is the border of the picture, not a road edge. The centre
+    lies half a road width inside the edge that is seen."""
+    cam = CameraModel.pinhole(
+        fx=500, fy=500, cx=320, cy=240, height_m=0.15, pitch_rad=0.5, road_width_m=ROAD_W,
+        view_forward_m=1.6, view_half_width_m=0.7, grid_m=0.005,
+    )  # fmt: skip
+    offset = 0.1  # the road centre 0.1 m to the car's left: the car is right of centre
+    ground = draw(straight(offset))
+    view = cv2.warpPerspective(ground, np.linalg.inv(CAM.homography) @ cam.homography, (640, 480),
+                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderValue=GRASS)  # fmt: skip
+    tiles = detect_tiles(view, cam)
+    np.testing.assert_allclose(tiles[:, 0], -offset * UNITS, atol=0.015)
+    np.testing.assert_allclose(tiles[:, 2], 0.0, atol=0.03)
+
+
+def test_a_one_sided_kerb_as_narrow_as_the_simulators_is_flagged():
+    """The simulator draws a kerb on one side of a tile only, a tenth of the road width wide."""
+    path = bend_path(straight_m=0.3, radius_m=0.6, turn_rad=0.9)
+    tiles = detect_tiles(draw_path(path, kerb_side=-1.0, kerb_width_m=0.1 * ROAD_W), CAM)
+    plain = detect_tiles(draw_path(path), CAM)
+    assert np.all(plain[:, 3] == 0)
+    assert np.all(tiles[:, 3] == 1)
+
+
 def test_segmentation_thresholds_adapt_to_a_dark_track():
     img = draw(straight(-0.08))
     img[np.all(img == ROAD, axis=2)] = (40, 40, 40)  # dark asphalt

@@ -44,6 +44,9 @@ class LLMCall:
     latency_s: float = 0.0
     error: str | None = None
     attempt: int = 1
+    endpoint: str | None = None
+    """What the endpoint said about itself (its `system_fingerprint`), e.g. that `refine
+    serve-inbox` answered and estimated the token counts."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,6 +112,9 @@ class Decision:
     calls: list[LLMCall] = field(default_factory=list)
     error: str | None = None
     conversation: Conversation = field(default_factory=list)
+    headline: str = ""
+    """The reason for the decision in one line, when the analyst states one apart from its
+    prose (the offline analyst does); otherwise it is read from `reasoning`."""
 
     def __post_init__(self) -> None:
         if self.kind not in DECISION_KINDS:
@@ -197,6 +203,8 @@ class ChatResult:
     latency_s: float = 0.0
     error: str | None = None
     attempts: int = 1
+    endpoint: str | None = None
+    """The response's `system_fingerprint`, when the endpoint sent one."""
 
 
 class ChatBackend(Protocol):

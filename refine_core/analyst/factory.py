@@ -26,10 +26,13 @@ def make_analyst(
     transcript: str | os.PathLike | None = None,
     task: Any = None,
     max_test_requests: int = DEFAULT_MAX_TEST_REQUESTS,
+    replay_mode: str = "exact",
 ) -> Analyst:
     """The analyst called `name`.
 
-    `record` and `replay` need `transcript` (the JSONL path). `task` (a Task or a task name)
+    `record` and `replay` need `transcript` (the JSONL path); `openai` records to it when one
+    is given (`record` is the same with the transcript required). `replay_mode` is the
+    transcript's `REPLAY_MODES` (exact or sequential). `task` (a Task or a task name)
     is passed to the offline analyst. `max_test_requests` is the loop's cap on "more tests"
     answers per round; LLM analysts state it in the revision request, so pass the loop's
     value (and the same value when replaying a recording). Raises ValueError for an unknown
@@ -51,15 +54,16 @@ def make_analyst(
             max_corrections=config.max_corrections,
             results_max_chars=config.results_max_chars,
             max_test_requests=max_test_requests,
+            mode=replay_mode,
         )
     from refine_core.analyst.openai_analyst import OpenAIAnalyst
 
     live = OpenAIAnalyst(config, max_test_requests=max_test_requests)
-    if name == "openai":
+    if name == "openai" and transcript is None:
         return live
     from refine_core.analyst.transcript import RecordingAnalyst
 
-    return RecordingAnalyst(live, transcript)
+    return RecordingAnalyst(live, transcript, name=name)
 
 
 def _offline(task: Any) -> Analyst:

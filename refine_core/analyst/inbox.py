@@ -10,6 +10,11 @@ real `openai` client, exactly as to a hosted model, and records every exchange t
 Files, numbered in arrival order: `0001-generate.request.md` (the messages, roles as
 headings) -> you write `0001-generate.answer.md`. A request left unanswered for `timeout_s`
 gets HTTP 504, which the client reports as a failed call.
+
+Every answer names who wrote it: the `model` of each response is the inbox's `model` (say,
+the name of the model you paste requests into), whatever the client asked for, so the run
+records which model answered. Its `system_fingerprint` is `FINGERPRINT`, because the token
+counts are estimates (there is no tokenizer here) and the run's summary says so.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+FINGERPRINT = "refine-serve-inbox (token counts estimated: 4 characters a token)"
 
 _ROLE_HINTS = (("Write a first version", "generate"), ("could not be used", "regenerate"),
                ("DECISION", "revise"), ("diagnostic", "diagnose"))
@@ -108,7 +115,7 @@ def _handler(inbox: Inbox, model: str):
             prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
             self._send(200, {
                 "id": f"inbox-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                "model": request.get("model", model),
+                "model": model, "system_fingerprint": FINGERPRINT,
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": text}}],
                 # no tokenizer here: about four characters a token, marked as an estimate by the model name

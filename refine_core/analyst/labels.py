@@ -30,6 +30,15 @@ REPLAY_ANALYST = (
     "so this run repeats that session's decisions; no model was queried."
 )
 
+
+def replay_label(model: str, transcript: object, mode: str) -> str:
+    """What a replayed run is, with the model whose answers it repeats."""
+    how = ("only identical requests are answered" if mode == "exact" else
+           "each role's requests get the recorded answers in recorded order, and requests that differ "
+           "from the recorded ones are counted")
+    return (f"Replay of a language model's recorded answers: every answer comes from {transcript}, recorded "
+            f"from the model {model}; no model is queried now ({mode} mode: {how}).")
+
 EXPERT_ON = (
     "Expert relabels: ON. The diagnostic tables hold expert_<action> columns (the scripted "
     "expert's action in the policy's own states). This is privileged information that the "
@@ -52,6 +61,22 @@ def analyst_label(name: str | None) -> str:
     if name == "replay":
         return REPLAY_ANALYST
     return ""
+
+
+def describe_analyst(analyst: Any) -> str:
+    """One line saying who answers a run: the offline rules, a replay (of which model) or a
+    live language model (which one, and whether it is recorded)."""
+    name = getattr(analyst, "name", "")
+    if name == "offline":
+        return OFFLINE_ANALYST
+    if hasattr(analyst, "replay_report"):
+        report = analyst.replay_report()
+        return replay_label(report["model"], report["transcript"], report["mode"])
+    backend = getattr(analyst, "backend", None)
+    model = getattr(backend, "model", None)
+    recorded = getattr(backend, "path", None)
+    text = f"analyst: {name}, a language model ({model or 'model unknown'})"
+    return text + (f"; every exchange is recorded to {recorded}" if recorded is not None else "")
 
 
 def expert_label(on: bool | None) -> str:

@@ -115,6 +115,7 @@ class LLMAnalyst(Analyst):
                 latency_s=float(result.latency_s or 0.0),
                 error=result.error,
                 attempt=attempt,
+                endpoint=result.endpoint,
             )
             calls.append(call)
             if result.error is not None or result.text is None:
@@ -313,6 +314,7 @@ class OpenAIChatBackend:
             return ChatResult(None, self.config.model, latency_s=latency, attempts=attempts,
                               error="malformed response: no choices[0].message")
         usage = getattr(response, "usage", None)
+        fingerprint = getattr(response, "system_fingerprint", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
         if finish == "length":
@@ -326,6 +328,7 @@ class OpenAIChatBackend:
             tokens_out=tokens_out,
             latency_s=latency,
             attempts=attempts,
+            endpoint=str(fingerprint) if fingerprint else None,
         )
 
 

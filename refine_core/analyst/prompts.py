@@ -42,9 +42,8 @@ only); no file, network, process or environment access, no eval/exec, no torch.l
 2. forward({args}) receives batched float32 tensors (first dimension B) and returns a \
 tuple (action_mean, scale_tril, info): action_mean has shape (B, {n_act}); scale_tril has \
 shape (B, {n_act}, {n_act}) and is a lower-triangular Cholesky factor with a positive \
-diagonal (a diagonal matrix built from a learnable log-std is fine). Actions are sampled \
-from MultivariateNormal(action_mean, scale_tril=scale_tril) outside the module and then \
-clipped to the bounds.
+diagonal, one per batch row. Actions are sampled from MultivariateNormal(action_mean, \
+scale_tril=scale_tril) outside the module and then clipped to the bounds.
 3. info is a dict of tensors: 'weight_<name>' with shape (1,) for every coefficient you \
 want inspected, and 'latent_<name>' with shape (B,) for every meaningful intermediate \
 quantity (one key per scalar; split vectors into several named keys). These keys become \
@@ -64,8 +63,9 @@ meaning stated in a comment.
 speed errors) with one coefficient each; add a bias term only where the physics needs one.
 - Do not use sigmoid or tanh to shape actions; clip each action mean to its bounds instead \
 (torch.clamp), action by action.
-- Estimate a variance for every action dimension: a learnable log standard deviation per \
-action, so scale_tril is diagonal and positive.
+- Estimate a variance for every action dimension. A diagonal scale_tril (for example \
+torch.diag_embed of a positive standard deviation per action) is allowed but not required: \
+off-diagonal terms may couple actions, and the scale may depend on the inputs.
 - Build every new tensor from existing ones with torch.stack or torch.cat; do not write \
 into slices of a tensor and do not use register_buffer.
 - Do not name variables, parameters or attributes after PyTorch or Python keywords or \
@@ -132,27 +132,33 @@ DIAGNOSTICS_FORMAT = (
 )
 
 _TABLE_CONVENTIONS = """\
-Column conventions: run_id, round, kind, episode, seed, step identify the row; observation \
-columns are named as in the task description; latent_* and weight_* are the program's info \
-keys; mean_<action> is the policy's action mean, act_<action> the executed (clipped) \
-action{expert}; reward, done; next_<observation> is the observation after the step. The \
+Column conventions: run_id, round, kind, episode, seed, step identify the row; then one \
+observation column per coordinate of forward's inputs, in input order (row-major for inputs \
+with several dimensions); latent_* and weight_* are the program's info keys; \
+mean_<action> is the policy's action mean, std_<action> its standard deviation (the norm \
+of that action's row of scale_tril), act_<action> the executed (clipped) action{expert}; \
+reward, done; next_<observation> is the observation after the step. The \
 demonstration table `demo` has the observation columns and act_<action> for the \
 demonstrated actions, but not the program's latents or weights."""
 
 REVISION_FORMAT = """\
 Choose exactly one of three answers and begin your answer with the matching line:
-DECISION: revise — the results show a structural flaw; give the complete revised program \
-(same contract, same class name) in one ```python block. Change the structure, not only \
-initial values: fitting will re-estimate the coefficients from the demonstration.
-DECISION: more_tests — the results are not conclusive; give additional diagnostic code in \
-one ```python block (same rules: `df` and `demo` are defined, print the results; print(list(df.columns)) if you need the column names).
+DECISION: revise — the results show a structural flaw; write the complete model summary of \
+the revised program, then the complete revised program (same contract, same class name) in \
+one ```python block. Change the structure, not only initial values: fitting will \
+re-estimate the coefficients from the demonstration.
+DECISION: more_tests — the results are not conclusive; give only the additional diagnostic \
+code in one ```python block (the earlier checks are not run again; same rules: `df` and \
+`demo` are defined, print the results; print(list(df.columns)) if you need the column names).
 DECISION: stop — the program behaves as intended and further changes are unlikely to help.
 After the DECISION line, explain in a few sentences which results led to your choice."""
 
 _REVISION_COMPARE = """\
-Compare these results with the statement you wrote before your code: for each hypothesis, \
-say whether the results support it, name every anomaly they show, and trace it to the part \
-of the program's structure that causes it."""
+Compare these results with the statement you wrote before your code (model summary, \
+expected nominal behaviour, anomalies, hypotheses): for each hypothesis, say whether the \
+results support it, name every anomaly they show, and trace it to the part of the program's \
+structure that causes it. Assume the fit to the demonstration converged: what the results \
+show comes from the program's structure, not from an unfinished fit."""
 
 _FRESH_REVISION_INTRO = """\
 No diagnostic code of yours could be run for this program; below is what is known about \

@@ -22,10 +22,11 @@ def db_path(run_dir: Path, must_exist: bool = True) -> Path:
     return path
 
 
-def task_or_error(name: str):
-    from refine_core.tasks.registry import UnknownTaskError, get_task
+def task_or_error(name: str, description: str | None = None):
+    """The task `name` under the description variant `description` (None: its default)."""
+    from refine_core.tasks.registry import UnknownDescriptionError, UnknownTaskError, get_task
 
     try:
-        return get_task(name)
-    except UnknownTaskError as exc:
+        return get_task(name, description)
+    except (UnknownTaskError, UnknownDescriptionError) as exc:
         raise UserError(str(exc)) from None

@@ -1,5 +1,6 @@
 """`refine analyze`: run your own analysis script over a logged rollout, in the same sandbox
-the analysts' diagnostics run in (so a script that works here works in the loop)."""
+the analysts' diagnostics run in and under the same column names the run's analyst read (so a
+script that works here works in the loop, and a recorded diagnostic script runs again)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,17 @@ def run(args) -> int:
         demo_table = Demonstration.load(db, run_row["id"]).table
     except DemonstrationError:
         demo_table = None  # a run logged by hand (e.g. on a robot) may have none
+    # the analyst's code read the tables under its description's column names: so does this
+    from refine_core.loop import analyst_table
+    from refine_core.tasks.registry import UnknownDescriptionError, UnknownTaskError, get_task
+
+    config = run_row.get("config") if isinstance(run_row.get("config"), dict) else {}
+    try:
+        spec = get_task(run_row["task"], config.get("task_description")).spec
+    except (UnknownTaskError, UnknownDescriptionError):
+        spec = None
+    if spec is not None:
+        table, demo_table = analyst_table(spec, table), analyst_table(spec, demo_table)
     result = run_diagnostics(args.code.read_text(), table, demo_table, timeout_s=args.timeout)
     print(result.stdout, end="" if result.stdout.endswith("\n") else "\n")
     if result.status != "ok":

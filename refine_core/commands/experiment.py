@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from refine_core.tasks.spec import DESCRIPTION_VARIANTS
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("experiment", help="run the published table's conditions and write results/<task>/<date>/")
@@ -19,10 +21,21 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--rl-set", action="append", default=[], metavar="FIELD=VALUE",
                    help="an RLConfig field for every RL condition, e.g. std_scale=0.25 (repeatable; "
                         "the results name every departure from the published method)")
+    p.add_argument("--from-run", type=Path, default=None, metavar="DIR",
+                   help="a committed LLM run (a folder with summary.json, e.g. results/llm/<task>/<run>): its "
+                        "zero-shot program and its best refined program get rows of their own")
+    p.add_argument("--no-offline-rows", action="store_true",
+                   help="with --from-run: leave out the offline catalogue's rows (bundled starter and its refinement)")
     p.add_argument("--refined-run", type=Path, default=None, metavar="DIR",
-                   help="take the refined program from this run (default: run refinement now)")
+                   help="a run directory (run.db) whose zero-shot and best programs are the non-LLM-run rows "
+                        "(default: refine now with --analyst)")
     p.add_argument("--analyst", default="offline", help="analyst for refinement when no --refined-run")
+    p.add_argument("--description", choices=DESCRIPTION_VARIANTS, default=None,
+                   help="task description for a refinement run started here (default: published)")
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--best-checkpoint", action="store_true",
+                   help="beside every RL row (final weights, the published rule), a row with the best weights on "
+                        "the selection seeds from the same training; its selection resets are counted as extra")
     p.add_argument("--out", type=Path, default=Path("results"), help="results root")
     p.add_argument("--smoke", action="store_true", help="every condition with tiny budgets (CI)")
     p.add_argument("--date", default=None, help="results sub-folder name (default: today)")
@@ -50,7 +63,18 @@ def run(args) -> int:
         print((out / "foreign.md").read_text())
         return 0
 
-    options = ExperimentOptions.from_args(args)
-    out = run_experiment(options)
+    from refine_core.cli import UserError
+    from refine_core.experiment.runner import ExperimentSetupError
+
+    if args.no_offline_rows and args.from_run is None:
+        raise UserError("--no-offline-rows leaves only the rows of --from-run; give --from-run DIR")
+    try:
+        options = ExperimentOptions.from_args(args)
+    except ValueError as exc:  # --rl-set
+        raise UserError(str(exc)) from None
+    try:
+        out = run_experiment(options)
+    except (FileNotFoundError, ExperimentSetupError) as exc:
+        raise UserError(str(exc)) from None
     print(f"results: {out}")
     return 0

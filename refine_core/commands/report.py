@@ -13,6 +13,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write a self-contained HTML report of a run")
     add_run_dir(p)
     p.add_argument("--out", type=Path, default=None, help="HTML file (default DIR/report.html)")
+    p.add_argument("--summary", action="store_true",
+                   help="also (re)write the run's one-page summary, DIR/summary.json and DIR/summary.md (task, "
+                        "description, analyst and model, start, every round, calls, tokens and resets)")
     return p
 
 
@@ -27,4 +30,9 @@ def run(args) -> int:
         raise UserError(str(exc)) from None
     print(summary)
     print(f"report: {out}")
+    if args.summary:
+        from refine_core.summary import write_summary
+
+        json_path, md_path = write_summary(db, Path(args.run))
+        print(f"summary: {json_path} and {md_path}")
     return 0

@@ -12,12 +12,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "serve-inbox", help="an OpenAI-compatible endpoint answered through files (any chat window, by hand)",
         description="Each chat request is written to DIR/NNNN-<role>.request.md; the reply you save as "
         "DIR/NNNN-<role>.answer.md is returned to the client. Point a run at it with "
-        "`refine run --analyst openai --base-url http://HOST:PORT/v1 --model inbox --llm-timeout 3600`.")
+        "`refine run --analyst openai --base-url http://HOST:PORT/v1 --llm-timeout 3600 --transcript FILE`.")
     p.add_argument("--dir", type=Path, required=True, metavar="DIR", help="inbox folder")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for each answer")
-    p.add_argument("--model", default="inbox", help="model name reported to the client")
+    p.add_argument("--model", default="inbox",
+                   help="who answers (e.g. the name of the model you paste the requests into): reported as the "
+                        "model of every answer, so the run records it")
     return p
 
 

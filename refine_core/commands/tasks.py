@@ -6,6 +6,7 @@ import argparse
 import json
 
 from refine_core.commands._common import task_or_error
+from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -14,6 +15,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        "metric, episode length and seed groups.")
     p.add_argument("name", nargs="?", help="show only this task, with its full description")
     p.add_argument("--json", action="store_true", help="print the task facts as JSON")
+    p.add_argument("--description", choices=DESCRIPTION_VARIANTS, default=None,
+                   help="with NAME: print this description variant (default: the task's default, published)")
     return p
 
 
@@ -29,14 +32,15 @@ def _facts(spec) -> dict:
         "episode_steps": spec.episode_steps,
         "demo_seed": spec.demo_seed,
         "eval_seeds": list(spec.eval_seeds),
+        "description": spec.description_variant,
     }
 
 
 def run(args) -> int:
-    from refine_core.tasks.registry import task_names
+    from refine_core.tasks.registry import get_task, task_names
 
     names = [args.name] if args.name else list(task_names())
-    specs = [task_or_error(n).spec for n in names]
+    specs = [task_or_error(n, args.description if args.name else None).spec for n in names]
     if args.json:
         print(json.dumps([_facts(s) for s in specs], indent=1))
         return 0
@@ -50,7 +54,9 @@ def run(args) -> int:
         print(f"  metric:  {spec.metric.name} ({better} is better)")
         print(f"  episodes of {spec.episode_steps} steps; demo seed {spec.demo_seed}; "
               f"eval seeds {spec.eval_seeds[0]}-{spec.eval_seeds[-1]}")
+        offered = type(get_task(spec.name)).description_variants or (spec.description_variant,)
+        print(f"  descriptions: {', '.join(offered)} (default {offered[0]})")
         if args.name:
-            print()
-            print(spec.describe())
+            print(f"\n[{spec.description_variant} description, as the analyst reads it]")
+            print(spec.for_analyst().describe())
     return 0

@@ -1,56 +1,97 @@
-"""The conditions of the published Car Racing table, as data."""
+"""The programs and conditions of the published comparison, as data.
+
+A condition is one program trained one way: IL on the demonstration, then optionally RL at
+the low or high reset budget. RL rows follow the published rule (the final weights, exactly
+the reset budget); with the best-checkpoint option each RL row gets a twin holding the best
+weights on the selection seeds from the same training run, whose extra resets are counted.
+Programs come in three roles (MLP, zero-shot structure, refined structure) and from named
+sources (a committed LLM run, the offline catalogue), and every row says which.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-# Published Car Racing returns (METHOD.md), keyed by our condition names.
+# Published returns and distances (METHOD.md), keyed by (role, training).
 PUBLISHED_CAR = {
-    "mlp_il": "636.6 ± 258.6", "mlp_rl_low": "591.8 ± 330.5", "mlp_rl_high": "850.2 ± 101.4",
-    "starter_il": "766.5 ± 100.4", "starter_rl_low": "657.0 ± 37.3", "starter_rl_high": "901.1 ± 14.0",
-    "refined_il": "882.0 ± 29.3", "refined_rl_low": "900.5 ± 14.2", "refined_rl_high": "906.5 ± 24.0",
+    ("mlp", "il"): "636.6 ± 258.6", ("mlp", "rl_low"): "591.8 ± 330.5", ("mlp", "rl_high"): "850.2 ± 101.4",
+    ("zero_shot", "il"): "766.5 ± 100.4", ("zero_shot", "rl_low"): "657.0 ± 37.3",
+    ("zero_shot", "rl_high"): "901.1 ± 14.0",
+    ("refined", "il"): "882.0 ± 29.3", ("refined", "rl_low"): "900.5 ± 14.2", ("refined", "rl_high"): "906.5 ± 24.0",
 }
-PUBLISHED_DOOR = {"starter_il": "0.548", "refined_il": "0.110"}
+PUBLISHED_DOOR = {("zero_shot", "il"): "0.548", ("refined", "il"): "0.110"}
+PUBLISHED_MODEL = "GPT-5-mini"
 
-LABELS = {
-    "mlp": "MLP", "starter": "zero-shot structure", "refined": "refined structure",
-}
+
+@dataclass(frozen=True)
+class Program:
+    """One program of the comparison and what obtaining it cost."""
+
+    key: str
+    """Condition-name prefix: mlp, starter / refined (offline catalogue or a run), llm_zero_shot /
+    llm_refined (a committed LLM run)."""
+    role: str
+    """mlp, zero_shot or refined: which published row it stands for (start: a given start
+    program, which stands for none)."""
+    label: str
+    source: str
+    analyst: str = "-"
+    """Who wrote it: "-", "offline catalogue (not an LLM)", "LLM <model> (run ...)", "given program"."""
+    calls: int = 0
+    resets: dict = field(default_factory=dict)
+    """Refinement episodes it took: {"diagnostic": n, "selection": m} (published count: diagnostic)."""
 
 
 @dataclass(frozen=True)
 class Condition:
     name: str
-    program: str          # "mlp" | "starter" | "refined"
-    rl_resets: int        # 0 = IL only
+    program: str
+    """The `Program.key` it trains."""
+    rl_resets: int
+    """0 = IL only."""
+    checkpoint: str = "final"
+    """RL weights evaluated: "final" (published) or "best" (on the selection seeds)."""
+    label: str = ""
+    role: str = ""
+    training: str = "il"
+    """il, rl_low or rl_high."""
 
     @property
-    def label(self) -> str:
-        base = LABELS[self.program]
-        if self.rl_resets == 0:
-            return f"{base} + IL"
-        more = "more " if self.program == "refined" else ""
-        return f"{base} + RL, {self.rl_resets:,} {more}resets"
+    def published_key(self) -> tuple[str, str] | None:
+        """The published row this condition stands for (only under the published RL rule)."""
+        return (self.role, self.training) if self.checkpoint == "final" else None
 
 
-def conditions(low: int, high: int) -> list[Condition]:
+def conditions(programs: list[Program], low: int, high: int, *, best: bool = False) -> list[Condition]:
+    """Every program x (IL, RL low, RL high), plus best-checkpoint twins of the RL rows."""
     out = []
-    for program in ("mlp", "starter", "refined"):
-        out.append(Condition(f"{program}_il", program, 0))
-        out.append(Condition(f"{program}_rl_low", program, low))
-        out.append(Condition(f"{program}_rl_high", program, high))
+    for p in programs:
+        more = "more " if p.role == "refined" else ""
+        out.append(Condition(f"{p.key}_il", p.key, 0, label=f"{p.label} + IL", role=p.role))
+        for training, budget in (("rl_low", low), ("rl_high", high)):
+            base = f"{p.label} + RL, {budget:,} {more}resets"
+            out.append(Condition(f"{p.key}_{training}", p.key, budget, label=base, role=p.role, training=training))
+            if best:
+                out.append(Condition(f"{p.key}_{training}_best", p.key, budget, "best", label=f"{base}, best checkpoint",
+                                     role=p.role, training=training))
     return out
 
 
-# Comparisons the README quotes, as (a, b): is a different from b? The last four ask whether
-# RL does what it is for on each program.
-KEY_COMPARISONS = (
-    ("refined_il", "starter_il"),
-    ("refined_il", "mlp_il"),
-    ("refined_rl_low", "starter_rl_high"),
-    ("refined_rl_high", "starter_rl_high"),
-    ("mlp_rl_high", "refined_il"),
-    ("refined_rl_low", "refined_il"),
-    ("refined_rl_high", "refined_rl_low"),
-    ("starter_rl_high", "starter_il"),
-    ("mlp_rl_high", "mlp_il"),
-)
+def key_comparisons(names: set[str]) -> list[tuple[str, str]]:
+    """The comparisons the README quotes, as (a, b): is a different from b? For each pair of
+    a refined program and the zero-shot it came from; the last ones ask whether RL does what
+    it is for on each program. Only comparisons whose conditions exist."""
+    pairs = [("refined", "starter"), ("llm_refined", "llm_zero_shot")]
+    out: list[tuple[str, str]] = []
+    for refined, zero in pairs:
+        out += [(f"{refined}_il", f"{zero}_il"), (f"{refined}_il", "mlp_il"),
+                (f"{refined}_rl_low", f"{zero}_rl_high"), (f"{refined}_rl_high", f"{zero}_rl_high"),
+                ("mlp_rl_high", f"{refined}_il"), (f"{refined}_rl_low", f"{refined}_il"),
+                (f"{refined}_rl_high", f"{refined}_rl_low"), (f"{zero}_rl_high", f"{zero}_il")]
+    out.append(("mlp_rl_high", "mlp_il"))
+    seen, kept = set(), []
+    for a, b in out:
+        if a in names and b in names and (a, b) not in seen:
+            seen.add((a, b))
+            kept.append((a, b))
+    return kept

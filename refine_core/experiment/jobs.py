@@ -21,11 +21,13 @@ def pack_demo(inputs: dict[str, np.ndarray], actions: np.ndarray) -> bytes:
 
 
 def train_job(task_name: str, source: str, demo_npz: bytes, il: dict, rl: dict | None) -> dict:
-    """IL on the demonstration, then (optionally) RL from the IL weights."""
+    """IL on the demonstration, then (optionally) RL from the IL weights. The RL weights are
+    the final ones (the published rule); when the RL settings ask for selection evaluations,
+    the best weights on the selection seeds come back too (`best_bundle`, `rl_best`)."""
     import torch
 
     from refine_core.learn.il import ILConfig, fit_il
-    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.learn.rl import RLConfig, best_checkpoint_departure, train_rl
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.contract import build_policy
     from refine_core.tasks.registry import get_task
@@ -35,12 +37,22 @@ def train_job(task_name: str, source: str, demo_npz: bytes, il: dict, rl: dict |
     inputs, actions = _demo_arrays(demo_npz, task.spec)
     policy = build_policy(source, task.spec)  # static check + contract validation first
     il_report = fit_il(policy, inputs, actions, ILConfig(**{**il, "progress": False}), spec=task.spec)
-    rl_report = train_rl(task, policy, RLConfig(**rl), progress=False) if rl else None
-    return {
+    best: dict = {}
+    config = RLConfig(**rl) if rl else None
+    rl_report = train_rl(task, policy, config, progress=False, on_best=lambda state: best.update(state=state)) \
+        if config else None
+    out = {
         "bundle": PolicyBundle.from_module(source, policy).to_npz_bytes(),
         "il": il_report.to_dict(),
         "rl": rl_report.to_dict() if rl_report else None,
     }
+    if rl_report is not None and "state" in best:
+        kept = build_policy(source, task.spec)
+        kept.load_state_dict(best["state"])
+        out["best_bundle"] = PolicyBundle.from_module(source, kept).to_npz_bytes()
+        out["rl_best"] = {**out["rl"], "checkpoint": "best", "checkpoint_update": int(rl_report.best_update),
+                          "departures": [*rl_report.departures, best_checkpoint_departure(config)]}
+    return out
 
 
 def eval_job(task_name: str, bundle_npz: bytes, seed: int, max_steps: int | None) -> dict:

@@ -16,35 +16,41 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from refine_core.experiment.conditions import (  # noqa: E402
-    KEY_COMPARISONS,
     PUBLISHED_CAR,
     PUBLISHED_DOOR,
+    PUBLISHED_MODEL,
     Condition,
+    Program,
+    key_comparisons,
 )
 
 
-def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict], refined, spec, opts) -> pd.DataFrame:
+def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict],
+              programs: dict[str, Program]) -> pd.DataFrame:
+    """One row per condition. Resets as the published table counts them (the refinement's
+    diagnostic episodes plus RL's training resets) apart from the extra ones this protocol
+    spends (the refinement's selection episodes, and RL's selection evaluations for
+    best-checkpoint rows); evaluation episodes are only reported and never counted."""
     rows = []
     for cond, t in zip(conds, trained, strict=True):
         ep = episodes[episodes["condition"] == cond.name]
         metric = ep["metric"].to_numpy(dtype=float)
-        if cond.program == "mlp":
-            calls, refine_resets = 0, 0
-        elif cond.program == "starter":
-            calls, refine_resets = 1, 0
-        else:
-            calls, refine_resets = refined.analyst_calls, refined.resets
+        program = programs[cond.program]
         rl = t.get("rl") or {}
+        rl_selection = int(rl.get("selection_resets", 0)) if cond.checkpoint == "best" else 0
         rows.append({
-            "condition": cond.name, "label": cond.label, "analyst_calls": calls,
-            "env_resets": refine_resets + cond.rl_resets + int(rl.get("selection_resets", 0)),
-            "rl_selection_resets": int(rl.get("selection_resets", 0)),
+            "condition": cond.name, "label": cond.label, "analyst": program.analyst, "analyst_calls": program.calls,
+            "published_resets": program.resets.get("diagnostic", 0) + cond.rl_resets,
+            "extra_resets": program.resets.get("selection", 0) + rl_selection,
+            "refinement_selection_resets": program.resets.get("selection", 0),
+            "rl_selection_resets": rl_selection,
             "mean_action_metric_mean": float(np.nanmean(ep["mean_action_metric"])),
             "mean_action_metric_std": float(np.nanstd(ep["mean_action_metric"])),
             "mean_action_success_rate": float(ep["mean_action_success"].mean()) if "mean_action_success" in ep else np.nan,
             "metric_mean": float(np.nanmean(metric)), "metric_std": float(np.nanstd(metric)),
             "success_rate": float(ep["success"].mean()),
             "rl_checkpoint": rl_checkpoint_text(rl), "rl_departures": "; ".join(rl.get("departures") or []),
+            "published_key": "/".join(cond.published_key) if cond.published_key else "",
             "episodes": len(ep), "errors": int(ep["error"].notna().sum()) if "error" in ep else 0,
         })
     return pd.DataFrame(rows)
@@ -59,7 +65,7 @@ def rl_checkpoint_text(rl: dict) -> str:
 
 def welch(episodes: pd.DataFrame, column: str = "mean_action_metric") -> pd.DataFrame:
     rows = []
-    for a, b in KEY_COMPARISONS:
+    for a, b in key_comparisons(set(episodes["condition"])):
         x = episodes.loc[episodes["condition"] == a, column].to_numpy(dtype=float)
         y = episodes.loc[episodes["condition"] == b, column].to_numpy(dtype=float)
         if len(x) >= 2 and len(y) >= 2 and (np.std(x) > 0 or np.std(y) > 0):
@@ -70,55 +76,107 @@ def welch(episodes: pd.DataFrame, column: str = "mean_action_metric") -> pd.Data
             t, p = float("nan"), float("nan")
         rows.append({"a": a, "b": b, "mean_a": float(np.mean(x)) if len(x) else np.nan,
                      "mean_b": float(np.mean(y)) if len(y) else np.nan, "t": float(t), "p_welch": float(p)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["a", "b", "mean_a", "mean_b", "t", "p_welch"])
 
 
-def table_markdown(summary: pd.DataFrame, spec, opts) -> str:
+def refinement_name(r) -> str:
+    """How the table names a refinement its rows come from."""
+    if r.key.startswith("llm"):
+        return f"the LLM run {r.location}"
+    return "the offline-catalogue refinement" if r.summary["analyst"].get("name") == "offline" else f"the run {r.location}"
+
+
+def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[str]:
+    """Every way these rows differ from the published protocol, in words."""
+    out = []
+    if spec.name == "car_racing":
+        out.append("the demonstration is one episode of our scripted expert (seed 0), not a human's")
+    for r in refinements:
+        s = r.summary
+        where = refinement_name(r) + "'s"
+        description = s.get("description") or "unrecorded"
+        if description == "published":
+            if spec.name == "car_racing":
+                out.append(f"{where} task description: the published information in our own words, with one "
+                           "fact corrected (the car is about 1.4 tiles long here, not 3)")
+        else:
+            out.append(f"{where} task description: '{description}', richer than the published prompts")
+        selection = (s.get("settings") or {}).get("selection_episodes")
+        if selection:
+            out.append(f"{where} best round was chosen on {selection} selection episode{'s' if selection != 1 else ''} "
+                       "per round (counted under 'extra resets')")
+        models = s["analyst"].get("models") or []
+        if r.key.startswith("llm") and models and PUBLISHED_MODEL.lower() not in " ".join(models).lower():
+            out.append(f"the LLM rows' model is {', '.join(models)} (the published runs used {PUBLISHED_MODEL})")
+    rl = sorted({d for text in summary["rl_departures"] for d in text.split("; ") if d})
+    out += [f"RL: {d}" for d in rl]
+    if spec.name == "door_open":
+        out.append("RL window 150 steps: the published value is the car's; the door's is not published")
+    if opts.scale != 1.0:
+        out.append(f"RL budgets {opts.low_resets:,} / {opts.high_resets:,}, scaled x{opts.scale:g} from the "
+                   "published 400 / 2,000")
+    if opts.il:
+        out.append(f"IL settings changed: {opts.il}")
+    return out
+
+
+def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
     published = PUBLISHED_CAR if spec.name == "car_racing" else PUBLISHED_DOOR
-    scaled = opts.scale != 1.0
-    departures = sorted({d for text in summary["rl_departures"] for d in text.split("; ") if d})
+    departures = protocol_departures(summary, spec, opts, refinements)
+    analysts = sorted({a for a in summary["analyst"] if a != "-"})
     head = [f"# {spec.name}: {spec.metric.name} over {opts.seeds} unseen seeds",
             "",
-            f"Analyst: `{opts.analyst}`"
-            + (" (rule-based: 'analyst calls' counts its answers; none is an LLM call)" if opts.analyst == "offline" else "")
-            + f". RL reset budgets: {opts.low_resets:,} / {opts.high_resets:,}"
-            + (f" — **scaled down x{opts.scale:g} from the published 400 / 2,000**" if scaled else "")
-            + ("; smoke profile, numbers meaningless" if opts.smoke else "") + ".",
+            "Task description the analyst read: "
+            + "; ".join(f"{refinement_name(r)}: **{r.summary.get('description') or 'unrecorded'}**"
+                        for r in refinements) + ".",
+            "Analysts: " + ", ".join(analysts) + "."
+            + (" Rows marked [offline catalogue] are not LLM results: their structures are pre-written programs, "
+               "and their 'analyst calls' count the rule-based analyst's answers." if any(
+                   "offline" in a for a in analysts) else "")
+            + (" **Smoke profile: the numbers are meaningless.**" if opts.smoke else ""),
             "",
-            "Primary column: the policy's mean action, as the published table evaluates it. Beside it,"
-            " the policy as the contract executes it (a seeded sample from its Gaussian, clipped to the"
-            " bounds). 'RL weights' says which RL checkpoint was evaluated: the best by the mean action on"
-            " the selection seeds (never the evaluation seeds), or the final one. Env resets include RL's"
-            " selection rollouts.",
+            "Primary column: the policy's mean action, as the published table evaluates it. Beside it, the policy as "
+            "the contract executes it (a seeded sample from its Gaussian, clipped to the bounds). RL rows keep the "
+            "final weights (the published rule)"
+            + ("; rows marked 'best checkpoint' hold the best weights by the mean action on the selection seeds from "
+               "the same training, whose selection resets are counted as extra" if opts.best_checkpoint else "")
+            + ". 'Resets (published count)' are the refinement's diagnostic episodes plus RL's training resets, "
+              "as the published table counts them; 'extra resets' are those this protocol spends beyond it "
+              "(selection episodes); evaluation episodes are never counted.",
             "",
-            "RL: " + ("; ".join(departures) + " (departures from the published method)" if departures
-                      else "the published method (METHOD.md), no departures") + ".",
+            "Departures from the published protocol:" if departures else "Departures from the published protocol: "
+            "none found by the checks in refine_core/experiment/outputs.py.",
+            *[f"- {d}" for d in departures],
             "",
-            f"| condition | analyst calls | env resets | mean action: {spec.metric.name} (mean ± std) | success | "
-            "sampled | RL weights | published |",
-            "|---|---|---|---|---|---|---|---|"]
+            f"| condition | analyst | analyst calls | resets (published count) | extra resets | mean action: "
+            f"{spec.metric.name} (mean ± std) | success | sampled | RL weights | published |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
         success = r["mean_action_success_rate"]
-        head.append(f"| {r['label']} | {r['analyst_calls']} | {r['env_resets']:,} | "
+        key = tuple(r["published_key"].split("/")) if r["published_key"] else None
+        head.append(f"| {r['label']} | {r['analyst']} | {r['analyst_calls']} | {r['published_resets']:,} | "
+                    f"{r['extra_resets']:,} | "
                     f"{r['mean_action_metric_mean']:.3f} ± {r['mean_action_metric_std']:.3f} | "
                     f"{'-' if success != success else f'{success:.0%}'} | "
                     f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['rl_checkpoint']} | "
-                    f"{published.get(r['condition'], '-')} |")
+                    f"{published.get(key, '-') if key else '-'} |")
     return "\n".join(head) + "\n"
 
 
-def plot_rounds(refined, spec, path: Path) -> bool:
-    df = pd.DataFrame(refined.round_metrics)
+def plot_rounds(round_metrics: list[dict], title: str, spec, path: Path) -> bool:
+    df = pd.DataFrame(round_metrics)
     col = "eval_metric_mean" if "eval_metric_mean" in df else "selection_metric_mean"
     if df.empty or col not in df:
         return False
-    df = df[df["status"] == "committed"]
+    df = df[df["status"] == "committed"].dropna(subset=[col])
+    if df.empty:
+        return False
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     std = df.get(col.replace("mean", "std"))
     ax.errorbar(df["round"], df[col], yerr=std if std is not None else None, marker="o", capsize=3)
     ax.set_xlabel("refinement round")
     ax.set_ylabel(spec.metric.name)
-    ax.set_title(f"{spec.name}: {spec.metric.name} per refinement round")
+    ax.set_title(f"{spec.name}: {title}")
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -188,9 +246,10 @@ def plot_rl_updates(conds: list[Condition], trained: list[dict], spec, out: Path
     return paths
 
 
-def write_all(out: Path, spec, conds, episodes, trained, refined, summary, opts, wall_time_s: float) -> None:
+def write_all(out: Path, spec, conds, episodes, trained, programs, refinements, summary, opts,
+              wall_time_s: float) -> None:
     episodes.to_csv(out / "episodes.csv", index=False)
-    (out / "table.md").write_text(table_markdown(summary, spec, opts))
+    (out / "table.md").write_text(table_markdown(summary, spec, opts, refinements))
     lines = ["# Welch's t-tests on the per-seed metric"]
     for column, title in (("mean_action_metric", "mean action (primary)"), ("metric", "sampled")):
         tests = welch(episodes, column)
@@ -198,8 +257,15 @@ def write_all(out: Path, spec, conds, episodes, trained, refined, summary, opts,
         lines += [f"| {r.a} | {r.b} | {r.mean_a:.3f} | {r.mean_b:.3f} | {r.t:.2f} | {r.p_welch:.3g} |"
                   for r in tests.itertuples()]
     (out / "pvalues.md").write_text("\n".join(lines) + "\n")
-    (out / "refined_program.py").write_text(refined.source)
-    plot_rounds(refined, spec, out / "refinement_rounds.png")
+    for program in programs:
+        if program.role != "mlp":
+            (out / f"program_{program.key}.py").write_text(program.source)
+    primary = next((p for p in programs if p.key == "llm_refined"), None) or next(p for p in programs
+                                                                              if p.role == "refined")
+    (out / "refined_program.py").write_text(primary.source)
+    for i, r in enumerate(refinements):
+        name = "refinement_rounds.png" if i == 0 else f"refinement_rounds_{r.key}.png"
+        plot_rounds(r.round_metrics, f"{spec.metric.name} per round ({r.key})", spec, out / name)
     plot_rl_curves(conds, trained, spec, out / "rl_curves.png")
     plot_rl_updates(conds, trained, spec, out)
     updates = rl_updates_frame(conds, trained)
@@ -208,6 +274,11 @@ def write_all(out: Path, spec, conds, episodes, trained, refined, summary, opts,
     rl_runs = {c.name: {k: v for k, v in t["rl"].items() if k != "curve"}
                for c, t in zip(conds, trained, strict=True) if t.get("rl")}
     meta = {"options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()},
-            "wall_time_s": wall_time_s, "refinement_rounds": refined.round_metrics,
+            "wall_time_s": wall_time_s,
+            "programs": [{"key": p.key, "role": p.role, "label": p.label, "analyst": p.analyst, "calls": p.calls,
+                          "resets": p.resets} for p in programs],
+            "refinements": [{"key": r.key, "location": r.location, "description": r.summary.get("description"),
+                             "analyst": r.summary.get("analyst"), "rounds": r.round_metrics} for r in refinements],
+            "departures": protocol_departures(summary, spec, opts, refinements),
             "summary": summary.to_dict("records"), "rl": rl_runs}
     (out / "summary.json").write_text(json.dumps(meta, indent=1, default=str))

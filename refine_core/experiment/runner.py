@@ -1,8 +1,12 @@
 """`refine experiment`: every condition of the published table on one task, side by side.
 
     demonstration (seed 0)
-    programs: MLP baseline, bundled zero-shot starter, refined (from a run, or refine now)
-    train jobs: IL on the demonstration, then RL at the low / high reset budget
+    programs: MLP baseline; the zero-shot and the refined structure of a committed LLM run
+              (--from-run), and/or of the offline catalogue (bundled starter, refined now or
+              taken from a run directory), each row labelled with who wrote it
+    train jobs: IL on the demonstration, then RL at the low / high reset budget (final weights,
+                the published rule; with --best-checkpoint also the best weights on the
+                selection seeds from the same training, their extra resets counted)
     eval jobs:  each trained policy x each unseen evaluation seed, mean action and sampled
     outputs:    results/<task>/<date>/{table.md, episodes.csv, pvalues.md, rl_updates.csv, *.png,
                 summary.json}
@@ -20,11 +24,19 @@ from pathlib import Path
 import pandas as pd
 
 from refine_core.experiment import outputs
-from refine_core.experiment.conditions import Condition, conditions
+from refine_core.experiment.conditions import Condition, Program, conditions
 from refine_core.experiment.jobs import eval_job, pack_demo, train_job
 from refine_core.experiment.pool import map_jobs
 from refine_core.learn.rl import RLConfig
 from refine_core.tasks.base import Task
+
+BEST_SELECT_EVERY = 5
+"""Updates between selection evaluations when best-checkpoint rows are asked for."""
+
+
+class ExperimentSetupError(ValueError):
+    """The experiment cannot start as asked (a run to take programs from is missing or unfit,
+    an RL setting is refused); said in one line before any job runs."""
 
 
 @dataclass
@@ -36,8 +48,17 @@ class ExperimentOptions:
     low_resets: int = 400
     high_resets: int = 2000
     refined_run: Path | None = None
+    """A run directory (run.db) whose zero-shot and best programs are the offline-catalogue rows'."""
+    from_run: Path | None = None
+    """A committed LLM run folder (summary.json): its zero-shot and best programs get rows."""
+    offline_rows: bool = True
+    """With `from_run`: also the offline catalogue's rows (bundled starter and its refinement)."""
     analyst: str = "offline"
+    description: str | None = None
+    """Description variant for a refinement run started here (None: the task's default)."""
     rounds: int = 6
+    best_checkpoint: bool = False
+    """Beside every RL row (final weights), a row with the best weights on the selection seeds."""
     out: Path = Path("results")
     smoke: bool = False
     date: str | None = None
@@ -55,19 +76,21 @@ class ExperimentOptions:
     def from_args(cls, args) -> ExperimentOptions:
         opts = cls(task=args.task, seeds=args.seeds, workers=args.workers or (os.cpu_count() or 1),
                    ray=args.ray, low_resets=args.low_resets, high_resets=args.high_resets,
-                   refined_run=args.refined_run, analyst=args.analyst, rounds=args.rounds, out=args.out,
-                   smoke=args.smoke, date=args.date, mlp_rl_lr=args.mlp_rl_lr,
-                   rl=parse_rl_settings(getattr(args, "rl_set", None) or []))
+                   refined_run=args.refined_run, from_run=args.from_run, offline_rows=not args.no_offline_rows,
+                   analyst=args.analyst, description=args.description, rounds=args.rounds,
+                   best_checkpoint=args.best_checkpoint, out=args.out, smoke=args.smoke, date=args.date,
+                   mlp_rl_lr=args.mlp_rl_lr, rl=parse_rl_settings(getattr(args, "rl_set", None) or []))
         return opts.smoke_profile() if args.smoke else opts
 
     def smoke_profile(self) -> ExperimentOptions:
         """Every condition, tiny budgets: proves the pipeline in minutes, measures nothing.
-        The RL window shrinks to fit the 40-step episodes so the surrogate has terms, and RL
-        picks its checkpoint on two selection seeds instead of ten."""
+        The RL window shrinks to fit the 40-step episodes so the surrogate has terms, and
+        best-checkpoint selection (when asked for) runs on two selection seeds every update."""
         self.seeds, self.low_resets, self.high_resets = min(self.seeds, 2), 2, 4
         self.group_size, self.max_steps, self.rounds = 2, 40, min(self.rounds, 2)
         self.il = {"max_epochs": 30}
-        self.rl = {"window": 10, "select_every": 1, "selection_episodes": 2, **self.rl}
+        self.rl = {"window": 10, **({"select_every": 1, "selection_episodes": 2} if self.best_checkpoint else {}),
+                   **self.rl}
         self.date = self.date or "smoke"
         return self
 
@@ -78,36 +101,40 @@ class ExperimentOptions:
 
 
 @dataclass
-class RefinedProgram:
-    source: str
-    analyst_calls: int
-    resets: int
-    run_db: Path
+class Refinement:
+    """A refinement run whose programs have rows: where it is, and how its rounds went."""
+
+    key: str
+    """The refined program's key (refined, llm_refined)."""
+    location: str
+    summary: dict
     round_metrics: list[dict]
 
 
 def run_experiment(opts: ExperimentOptions) -> Path:
-    from refine_core.policy.mlp import mlp_program
-    from refine_core.policy.programs import starter_program
     from refine_core.rollout.demo import record_demonstration
     from refine_core.tasks.registry import get_task
 
     started = time.perf_counter()
-    task = get_task(opts.task)
+    task = get_task(opts.task, opts.description)
     spec = task.spec
     out = opts.out / spec.name / (opts.date or dt.date.today().isoformat())
     out.mkdir(parents=True, exist_ok=True)
 
-    # 1. One demonstration and the three programs.
+    # 1. One demonstration and the programs.
     demo = record_demonstration(task)
     demo_npz = pack_demo(demo.inputs, demo.actions)
-    refined = refined_program(opts, task, out)
-    sources = {"mlp": mlp_program(spec), "starter": starter_program(spec.name), "refined": refined.source}
+    programs, refinements = experiment_programs(opts, task, out)
+    by_key = {p.key: p for p in programs}
 
-    # 2. Train every condition (IL, then RL from the IL weights), in parallel.
-    conds = conditions(opts.low_resets, opts.high_resets)
-    train = [(spec.name, sources[c.program], demo_npz, opts.il, rl_config(c, opts)) for c in conds]
-    trained = map_jobs(train_job, train, workers=opts.workers, ray_address=opts.ray, desc="train")
+    # 2. Train every program once per budget (IL, then RL from the IL weights), in parallel.
+    conds = conditions(programs, opts.low_resets, opts.high_resets, best=opts.best_checkpoint)
+    plans = sorted({(c.program, c.rl_resets) for c in conds}, key=lambda k: ([p.key for p in programs].index(k[0]),
+                                                                             k[1]))
+    train = [(spec.name, by_key[key].source, demo_npz, opts.il, rl_config(by_key[key], resets, opts))
+             for key, resets in plans]
+    done = map_jobs(train_job, train, workers=opts.workers, ray_address=opts.ray, desc="train")
+    trained = [condition_weights(c, done[plans.index((c.program, c.rl_resets))]) for c in conds]
 
     # 3. Evaluate each trained policy on the unseen evaluation seeds.
     seeds = evaluation_seeds(task, opts.seeds)
@@ -120,11 +147,20 @@ def run_experiment(opts: ExperimentOptions) -> Path:
         for r in results[i * len(seeds):(i + 1) * len(seeds)]:
             rows.append({"condition": cond.name, "label": cond.label, **r})
     episodes = pd.DataFrame(rows)
-    summary = outputs.summarise(conds, episodes, trained, refined, spec, opts)
-    store(out / "experiment.db", opts, conds, episodes, trained, refined)
-    outputs.write_all(out, spec, conds, episodes, trained, refined, summary, opts,
+    summary = outputs.summarise(conds, episodes, trained, by_key)
+    store(out / "experiment.db", opts, conds, episodes, trained, refinements)
+    outputs.write_all(out, spec, conds, episodes, trained, programs, refinements, summary, opts,
                       wall_time_s=time.perf_counter() - started)
     return out
+
+
+def condition_weights(cond: Condition, job: dict) -> dict:
+    """A condition's share of its training job: the final weights, or the best ones."""
+    if cond.checkpoint == "best":
+        if "best_bundle" not in job:
+            raise RuntimeError(f"{cond.name}: the training kept no best checkpoint (no selection evaluation ran)")
+        return {"bundle": job["best_bundle"], "il": job["il"], "rl": job["rl_best"]}
+    return {"bundle": job["bundle"], "il": job["il"], "rl": job["rl"]}
 
 
 def evaluation_seeds(task: Task, n: int) -> list[int]:
@@ -134,15 +170,26 @@ def evaluation_seeds(task: Task, n: int) -> list[int]:
     return seeds[:n]
 
 
-def rl_config(cond: Condition, opts: ExperimentOptions) -> dict | None:
-    if cond.rl_resets == 0:
+def rl_config(program: Program, resets: int, opts: ExperimentOptions) -> dict | None:
+    """RL settings of one training: the published rule (final weights, no selection resets),
+    with selection evaluations added when best-checkpoint rows are asked for (they never
+    change the final weights, see `learn.rl`)."""
+    if resets == 0:
         return None
-    cfg = {**opts.rl, "reset_budget": cond.rl_resets, "group_size": min(opts.group_size, cond.rl_resets)}
-    if cond.program == "mlp" and opts.mlp_rl_lr is not None:
+    if opts.rl.get("checkpoint", "final") != "final":
+        raise ExperimentSetupError("RL rows keep the final weights (the published rule); ask for best-checkpoint rows "
+                         "beside them with --best-checkpoint instead of --rl-set checkpoint=best")
+    cfg = {**opts.rl, "reset_budget": resets, "group_size": min(opts.group_size, resets), "checkpoint": "final"}
+    if opts.best_checkpoint:
+        cfg.setdefault("select_every", BEST_SELECT_EVERY)
+    if program.role == "mlp" and opts.mlp_rl_lr is not None:
         cfg["lr"] = opts.mlp_rl_lr
     if opts.max_steps:
         cfg["max_steps"] = opts.max_steps
-    RLConfig(**cfg)  # refuse a bad setting before any job starts
+    try:
+        RLConfig(**cfg)  # refuse a bad setting before any job starts
+    except ValueError as exc:
+        raise ExperimentSetupError(f"RL settings: {exc}") from None
     return cfg
 
 
@@ -164,9 +211,84 @@ def parse_rl_settings(items: list[str]) -> dict:
     return out
 
 
-def refined_program(opts: ExperimentOptions, task: Task, out: Path) -> RefinedProgram:
-    """The best round's program of a given run, or of a refinement run started here."""
+def experiment_programs(opts: ExperimentOptions, task: Task, out: Path) -> tuple[list[Program], list[Refinement]]:
+    """The MLP, the committed LLM run's zero-shot and refined programs (--from-run), and the
+    offline catalogue's (or a given run directory's) zero-shot and refined programs."""
+    from refine_core.policy.mlp import mlp_program
+    from refine_core.summary import load_summary
+
+    programs = [Program("mlp", "mlp", "MLP", mlp_program(task.spec))]
+    refinements: list[Refinement] = []
+    if opts.from_run is not None:
+        try:
+            summary = load_summary(opts.from_run)
+        except ValueError as exc:
+            raise ExperimentSetupError(str(exc)) from None
+        if summary.get("task") != task.spec.name:
+            raise ExperimentSetupError(f"{opts.from_run} is a {summary.get('task')} run, not {task.spec.name}")
+        if not summary["analyst"].get("language_model"):
+            raise ExperimentSetupError(f"{opts.from_run} was not analysed by a language model; give a run "
+                                       "directory of the offline analyst with --refined-run")
+        tag = f"LLM run {task.spec.name}/{Path(opts.from_run).name}"
+        model = ", ".join(summary["analyst"].get("models") or []) or "model not recorded"
+        programs += run_programs(summary, "llm", tag, f"LLM {model}")
+        refinements.append(Refinement("llm_refined", str(opts.from_run), summary, round_metrics(summary)))
+    if opts.from_run is None or opts.offline_rows:
+        summary, location = offline_refinement(opts, task, out)
+        offline = summary["analyst"].get("name") == "offline"
+        who = "offline catalogue (not an LLM)" if offline else \
+            f"LLM {', '.join(summary['analyst'].get('models') or []) or summary['analyst'].get('name')}"
+        tag = "offline catalogue" if offline else f"run {location}"
+        programs += run_programs(summary, "", tag, who)
+        refinements.append(Refinement("refined", location, summary, round_metrics(summary)))
+    return programs, refinements
+
+
+def run_programs(summary: dict, prefix: str, tag: str, who: str) -> list[Program]:
+    """A run's zero-shot program (its first fitted round: the analyst's zero-shot, or the
+    given start program) and its refined one (its best round), with what each cost: the
+    zero-shot the calls that wrote it; the refined one the whole run (every call, every
+    diagnostic and selection episode)."""
+    if summary.get("first_round") is None or summary.get("best_round") is None:
+        raise ExperimentSetupError(f"the {tag} run has no fitted round to take programs from")
+    rounds = {r["round"]: r for r in summary["rounds"]}
+    first, best = rounds[summary["first_round"]], rounds[summary["best_round"]]
+    start = summary.get("start") or {}
+    given = start.get("kind") == "program"
+    zero_calls = 0 if given else sum(r.get("calls_by_role", {}).get(role, 0) for r in summary["rounds"]
+                                     if r["round"] <= first["round"] for role in ("generate", "regenerate"))
+    if not given and not summary["analyst"].get("language_model"):
+        zero_calls = 1  # the offline analyst's one answer
+    total = summary["totals"]
+    calls = total["calls"]
+    if not summary["analyst"].get("language_model"):  # a rule-based analyst: count its answers instead
+        calls = 1 + sum(2 + r["tests_requested"] for r in summary["rounds"]
+                        if r["status"] == "committed" and r["decision"] != "rl")
+    keys = (f"{prefix}_zero_shot", f"{prefix}_refined") if prefix else ("starter", "refined")
+    zero_label = f"start program ({start.get('label')}) [{tag}]" if given else f"zero-shot structure [{tag}]"
+    return [
+        # a given start program stands for no published row
+        Program(keys[0], "start" if given else "zero_shot", zero_label, summary["programs"][first["program_sha256"]],
+                analyst="given program" if given else who, calls=zero_calls, resets={}),
+        Program(keys[1], "refined", f"refined structure [{tag}]", summary["programs"][best["program_sha256"]],
+                analyst=who, calls=int(calls),
+                resets={k: int(total["resets"].get(k, 0)) for k in ("diagnostic", "selection")}),
+    ]
+
+
+def round_metrics(summary: dict) -> list[dict]:
+    """Per round of a run: status and scores, for the refinement plot and experiment.db."""
+    return [{"round": r["round"], "status": r["status"], "decision": r["decision"],
+             "program_sha256": r["program_sha256"], "selection_metric_mean": r["selection_metric"],
+             "eval_metric_mean": r["eval"]["metric_mean"], "eval_metric_std": r["eval"]["metric_std"],
+             "eval_success_rate": r["eval"]["success_rate"]} for r in summary["rounds"]]
+
+
+def offline_refinement(opts: ExperimentOptions, task: Task, out: Path) -> tuple[dict, str]:
+    """The summary of the run the offline-catalogue rows come from: a given run directory, or
+    a refinement run started here with `opts.analyst` (the offline analyst by default)."""
     from refine_core.store.db import RunDatabase
+    from refine_core.summary import build_summary
 
     if opts.refined_run is not None:
         db_file = Path(opts.refined_run) / "run.db"
@@ -186,36 +308,23 @@ def refined_program(opts: ExperimentOptions, task: Task, out: Path) -> RefinedPr
                 Path(str(db_file) + suffix).unlink(missing_ok=True)
         analyst = make_analyst(opts.analyst, config=load_config(), task=task.spec.name)
         cfg = RefineConfig(max_rounds=opts.rounds, eval_episodes=opts.seeds, max_steps=opts.max_steps,
-                         il=opts.il, verbose=False)
+                           il=opts.il, verbose=False)
         refine(task, analyst, RunDatabase(db_file), cfg)
-    return load_refined(RunDatabase(db_file))
-
-
-def load_refined(db) -> RefinedProgram:
-    run = db.latest_run()
-    if run is None or run.get("best_round") is None:
-        raise ValueError(f"{db.path}: the run has no best round to take a program from")
-    rounds = db.rounds(run["id"])
-    best = next(r for r in rounds if r["round"] == run["best_round"])
-    calls = db.count("llm_calls", run["id"])
-    if calls == 0:  # a rule-based analyst makes no LLM calls: count its answers instead
-        calls = 1 + sum(1 for r in rounds if r["status"] == "committed") + db.count("analyses", run["id"])
-    resets = db.count("episodes", run["id"], kinds=["diagnostic", "selection"])
-    metrics = []
-    for r in rounds:
-        m = r.get("metrics") or {}  # decoded by the database
-        metrics.append({"round": r["round"], "status": r["status"], **{f"{k}_{kk}": vv for k, v in m.items()
-                                                                         for kk, vv in v.items()}})
-    return RefinedProgram(source=best["program"], analyst_calls=int(calls), resets=int(resets),
-                          run_db=Path(db.path), round_metrics=metrics)
+    db = RunDatabase(db_file)
+    try:
+        return build_summary(db), str(db_file.parent)
+    finally:
+        db.close()
 
 
 def store(path: Path, opts: ExperimentOptions, conds: list[Condition], episodes: pd.DataFrame,
-          trained: list[dict], refined: RefinedProgram) -> None:
+          trained: list[dict], refinements: list[Refinement]) -> None:
     """Results of every job in one SQLite file (local or Ray jobs alike)."""
     from refine_core.store.experiment import write_experiment
 
     rows = [{"name": c.name, "label": c.label, "program": c.program, "rl_resets": c.rl_resets,
-             "il": json.dumps(t["il"]), "rl": json.dumps(t["rl"])} for c, t in zip(conds, trained, strict=True)]
-    write_experiment(path, asdict(opts), str(refined.run_db), rows, episodes,
-                     outputs.rl_updates_frame(conds, trained), refined.round_metrics)
+             "checkpoint": c.checkpoint, "il": json.dumps(t["il"]), "rl": json.dumps(t["rl"])}
+            for c, t in zip(conds, trained, strict=True)]
+    rounds = [{"refinement": r.key, **m} for r in refinements for m in r.round_metrics]
+    write_experiment(path, asdict(opts), "; ".join(r.location for r in refinements), rows, episodes,
+                     outputs.rl_updates_frame(conds, trained), rounds)

@@ -10,13 +10,17 @@ Read it top to bottom like a CleanRL script:
      starts where the whole window lies inside the trajectory; PPO-style clipped surrogate
      on that ratio, plus an entropy bonus that decays linearly to zero over the run;
   4. measure what the update did (ratio quantiles, clip fraction, approximate KL, entropy,
-     the change of every parameter) and, every `select_every` updates, the mean-action
-     metric on selection seeds, keeping the best checkpoint by it;
+     the change of every parameter) and, if asked (`select_every`), the mean-action metric
+     on selection seeds every few updates;
   5. count every environment reset; stop when the reset budget is spent.
 
-Everything beyond METHOD.md (gradient clipping, parameter groups, the backward window of an
-earlier version) is an option of `RLConfig` that is off by default, and `RLReport.departures`
-names the ones a run used, so a results table can say so.
+The published rule keeps the final weights and spends exactly the reset budget: that is the
+default. Keeping the best checkpoint by the selection-seed metric is an option beside it
+(`checkpoint="best"`), a departure that costs the selection rollouts' resets, and so is
+everything else beyond METHOD.md (gradient clipping, parameter groups, the backward window of
+an earlier version); `RLReport.departures` names the ones a run used, so a results table can
+say so. Selection evaluations never change the training itself (they run the mean action on
+their own seeds), so one training run can report both the final and the best weights.
 
 It works for any contract-following program (structured or the MLP baseline) because it only
 uses the program's (mean, scale_tril) and the task's Gymnasium env.
@@ -89,9 +93,10 @@ class RLConfig:
     """Initial conditions are env seeds first_env_seed + update index: disjoint from the
     demonstration, selection, diagnostic and evaluation seeds."""
     # -- instruments --------------------------------------------------------------------------
-    select_every: int = 5
+    select_every: int = 0
     """Evaluate the mean action on the selection seeds before the first update, after every
-    this many updates and after the last. 0 turns selection (and the best checkpoint) off."""
+    this many updates and after the last (each evaluation costs `selection_episodes` resets,
+    counted in `RLReport.selection_resets`). 0, the published rule: no selection at all."""
     selection_episodes: int = 10
     """Episodes of each of those evaluations, on the task's selection seeds continued upwards
     (100, 101, ...). Ten, not the loop's three: a checkpoint picked among twenty on three
@@ -100,9 +105,10 @@ class RLConfig:
     """Explicit seeds of those evaluations (overrides `selection_episodes`). Never the
     evaluation seeds: a checkpoint chosen on them would be reported on the data it was
     chosen with."""
-    checkpoint: str = "best"
-    """Weights left in the policy at the end: "best" (highest selection-seed mean-action
-    metric seen, the initial weights included) or "final" (after the last update)."""
+    checkpoint: str = "final"
+    """Weights left in the policy at the end: "final" (after the last update; the published
+    rule) or "best" (highest selection-seed mean-action metric seen, the initial weights
+    included; a departure that needs `select_every` > 0)."""
     # -- departures from the published method, all off by default ----------------------------
     max_grad_norm: float | None = None
     """Clip the gradient norm before each Adam step (None: no clipping, as published)."""
@@ -158,7 +164,16 @@ class RLConfig:
             out.append(f"action noise scaled x{self.std_scale:g} during RL")
         if self.window_mean:
             out.append("length-normalised (geometric-mean) window ratio")
+        if self.checkpoint == "best":
+            out.append(best_checkpoint_departure(self))
         return out
+
+
+def best_checkpoint_departure(config: RLConfig) -> str:
+    """How a table names the best-checkpoint rule and what it costs."""
+    count = len(config.selection_seeds) if config.selection_seeds is not None else config.selection_episodes
+    return (f"best checkpoint by the mean action on {count} selection seeds every {config.select_every} updates "
+            "(extra resets)")
 
 
 @dataclass
@@ -393,12 +408,15 @@ def _optimiser(policy: nn.Module, config: RLConfig) -> torch.optim.Optimizer:
 
 # ---------------------------------------------------------------------------- training
 def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = True, *,
-             on_update: Callable[[dict], None] | None = None) -> RLReport:
+             on_update: Callable[[dict], None] | None = None,
+             on_best: Callable[[dict], None] | None = None) -> RLReport:
     """Fine-tune `policy` in place with the windowed clipped policy gradient.
 
     Each update's record (a flat dict of numbers plus `params`, the change of every parameter)
     goes to `on_update` as soon as it exists, so a caller can store it while training runs
-    (e.g. `RunDatabase.log_rl_update`), and into `RLReport.curve`. At the end the policy holds
+    (e.g. `RunDatabase.log_rl_update`), and into `RLReport.curve`. `on_best` receives a copy
+    of the weights (a state dict) whenever a selection evaluation finds a new best, so a
+    caller keeping the final weights can keep the best ones too. At the end the policy holds
     the weights `config.checkpoint` names.
     """
     started = time.perf_counter()
@@ -424,6 +442,8 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
         if report.best_update is None or metric.better(score["metric"], report.best_selection_metric):
             report.best_update, report.best_selection_metric = update, score["metric"]
             best_state = copy.deepcopy(policy.state_dict())
+            if on_best is not None:
+                on_best(copy.deepcopy(best_state))
         return score
 
     if config.select_every:

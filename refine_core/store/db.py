@@ -408,9 +408,11 @@ class RunDatabase:
         error: str | None = None,
         timings: Mapping[str, float] | None = None,
         next_program: str | None = None,
+        decision_reason: str | None = None,
     ) -> None:
         """Insert or replace round `round` of the run (a re-run of a round overwrites it).
-        `next_program` is the revision the round decided on: what a resumed run starts from."""
+        `next_program` is the revision the round decided on: what a resumed run starts from;
+        `decision_reason` the analyst's one-line reason for its decision."""
         if info_schema is not None and not isinstance(info_schema, Mapping):
             info_schema = {
                 "weights": list(getattr(info_schema, "weights", ())),
@@ -426,7 +428,7 @@ class RunDatabase:
             "eval_metric": _float_or_none(eval_metric), "diagnostics": diagnostics,
             "decision": decision, "reasoning": reasoning, "error": error,
             "timings": to_json(timings), "next_program": next_program,
-            "created": stamp, "updated": stamp,
+            "decision_reason": decision_reason, "created": stamp, "updated": stamp,
         }
         with self.transaction():
             old = self._select(
@@ -739,11 +741,13 @@ class RunDatabase:
         self, run_id: int, round: int | None, *, role: str, model: str | None, prompt: str,
         response: str | None, tokens_in: int | None = None, tokens_out: int | None = None,
         latency_s: float | None = None, error: str | None = None, attempt: int = 1,
+        endpoint: str | None = None,
     ) -> int:
         return self._insert("llm_calls", {
             "run_id": run_id, "round": round, "role": role, "model": model, "prompt": prompt,
             "response": response, "tokens_in": tokens_in, "tokens_out": tokens_out,
             "latency_s": latency_s, "error": error, "attempt": attempt, "created": now(),
+            "endpoint": endpoint,
         })
 
     def llm_calls(self, run_id: int, round: int | None = None) -> list[dict]:

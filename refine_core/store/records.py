@@ -57,13 +57,23 @@ class RoundRecord:
     decision: str = "stop"
     next_program: str | None = None
     reasoning: str = ""
+    decision_reason: str = ""
+    """The analyst's reason for `decision`, one line."""
     error: str | None = None
     metrics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
     @property
     def selection_metric(self) -> float:
-        return float(self.metrics.get("selection", {}).get("metric_mean", math.nan))
+        """The metric that chooses the best round: the selection episodes', or the diagnostic
+        episodes' when the round ran no selection episode (`selection_episodes=0`)."""
+        for kind in ("selection", "diagnostic"):
+            group = self.metrics.get(kind) or {}
+            if group.get("episodes", 1):
+                value = group.get("metric_mean")
+                if value is not None:
+                    return float(value)
+        return math.nan
 
     @property
     def eval_metric(self) -> float:
@@ -89,6 +99,11 @@ def best_round(records: Iterable[RoundRecord], higher_is_better: bool) -> RoundR
         if best is None or better(record.selection_metric, best.selection_metric, higher_is_better):
             best = record
     return best
+
+
+def last_committed(records: Sequence[RoundRecord]) -> RoundRecord | None:
+    """The latest committed round (what a run goes on from after a round that failed)."""
+    return next((r for r in reversed(records) if r.status == "committed"), None)
 
 
 def best_committed_round(db: RunDatabase, run_id: int, higher_is_better: bool) -> int | None:
@@ -133,6 +148,7 @@ def round_from_row(row: dict) -> RoundRecord:
         fit_report=row.get("fit_report"), info_schema=row.get("info_schema"),
         diagnostics=row.get("diagnostics"), decision=row.get("decision") or "stop",
         next_program=row.get("next_program"), reasoning=row.get("reasoning") or "",
+        decision_reason=row.get("decision_reason") or "",
         error=row.get("error"), metrics=metrics, timings=row.get("timings") or {},
     )
 
@@ -146,8 +162,12 @@ def resume_state(db: RunDatabase, run_id: int, higher_is_better: bool) -> Resume
     if not rounds:
         return ResumeState([], None, 0, None, finished=run.get("status") == "finished")
     last = rounds[-1]
-    finished = run.get("status") == "finished" or last.status == "failed" or last.decision != "program"
     reason = run.get("stop_reason") or last.error or f"round {last.round} decided {last.decision}"
+    if last.status == "failed":  # the run goes on from the last program that fitted, if any
+        previous = last_committed(rounds)
+        finished = run.get("status") == "finished" or previous is None
+        return ResumeState(rounds, best, last.round + 1, previous.program if previous else None, finished, reason)
+    finished = run.get("status") == "finished" or last.decision != "program"
     return ResumeState(rounds, best, last.round + 1, last.next_program, finished, reason)
 
 
@@ -167,7 +187,7 @@ def commit_round(db: RunDatabase, record: RoundRecord, calls: Sequence[dict],
             selection_metric=_finite_or_none(record.selection_metric),
             eval_metric=_finite_or_none(record.eval_metric), diagnostics=record.diagnostics,
             decision=record.decision, reasoning=record.reasoning, error=record.error, timings=record.timings,
-            next_program=record.next_program,
+            next_program=record.next_program, decision_reason=record.decision_reason or None,
         )
         for row in calls:
             db.log_llm_call(run_id, index, **row)

@@ -8,9 +8,11 @@ Bump `SCHEMA_VERSION` (and add a migration in `db.py`) whenever a fixed table ch
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: the first schema. 2: `demonstrations` records where a demonstration came from (`source`),
-the operator's `label` and the observation `columns` it was recorded with."""
+the operator's `label` and the observation `columns` it was recorded with. 3: `rounds` keeps
+the analyst's one-line reason for its decision (`decision_reason`), `llm_calls` the endpoint's
+self-description (`endpoint`, e.g. that `refine serve-inbox` estimated the token counts)."""
 
 SIMULATED_EXPERT = "scripted expert (sim)"
 """`demonstrations.source` of a demonstration the task's scripted expert drove in simulation.
@@ -43,6 +45,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str,
             "weights": bytes, "info_schema": str, "metrics": str, "selection_metric": float,
             "eval_metric": float, "diagnostics": str, "decision": str, "reasoning": str,
             "error": str, "timings": str, "next_program": str, "created": str, "updated": str,
+            "decision_reason": str,
         },
         ("run_id", "round"),
         (),
@@ -65,7 +68,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str,
         {
             "id": int, "run_id": int, "round": int, "role": str, "model": str, "prompt": str,
             "response": str, "tokens_in": int, "tokens_out": int, "latency_s": float,
-            "error": str, "attempt": int, "created": str,
+            "error": str, "attempt": int, "created": str, "endpoint": str,
         },
         "id",
         (("run_id", "round"),),

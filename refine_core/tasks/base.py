@@ -52,8 +52,17 @@ class TaskEntry:
     max_episode_steps: int | None = None
     """Gymnasium's TimeLimit; None when the env truncates itself."""
 
-    def load(self) -> Task:
-        return _load(self.task)()
+    def load(self, description: str | None = None) -> Task:
+        """The task, described by the variant `description` (None: the task's default)."""
+        cls = _load(self.task)
+        offered = tuple(getattr(cls, "description_variants", ()) or ())
+        if description is None or (not offered and cls().spec.description_variant == description):
+            return cls()
+        if description not in offered:
+            have = ", ".join(offered) or cls().spec.description_variant
+            raise UnknownDescriptionError(
+                f"task {self.name!r} has no {description!r} description (it has: {have})")
+        return cls(description=description)
 
     def register_env(self) -> None:
         if self.env_id not in gym.registry:
@@ -61,8 +70,15 @@ class TaskEntry:
                          max_episode_steps=self.max_episode_steps)
 
 
+class UnknownDescriptionError(ValueError):
+    """A task was asked for a description variant it does not have."""
+
+
 class Task(ABC):
     spec: TaskSpec
+    description_variants: tuple[str, ...] = ()
+    """The description variants the task offers (`spec.DESCRIPTION_VARIANTS`), its default
+    first; a task with one text leaves this empty and takes no `description` argument."""
     camera_frame: str | None = None
     """Frame id of the sim node's camera image; None: the node's fixed frame."""
 

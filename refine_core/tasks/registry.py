@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
 
-from refine_core.tasks.base import Task, TaskEntry
+from refine_core.tasks.base import Task, TaskEntry, UnknownDescriptionError
+
+__all__ = ["UnknownDescriptionError", "UnknownTaskError", "entries", "get_task", "register_envs", "task_names"]
 
 TASK_PACKAGES: tuple[str, ...] = (
     "refine_core.tasks.car_racing",
@@ -45,11 +47,13 @@ def task_names() -> tuple[str, ...]:
     return tuple(entries())
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str, description: str | None = None) -> Task:
+    """The task `name`, described by the variant `description` (None: the task's default;
+    raises `UnknownDescriptionError` for a variant the task does not offer)."""
     try:
         entry = entries()[name]
     except (KeyError, TypeError):
         raise UnknownTaskError(
             f"unknown task {name!r}; known tasks: {', '.join(task_names())}"
         ) from None
-    return entry.load()
+    return entry.load(description)

@@ -2,14 +2,27 @@
 
 A spec is plain data so it can be printed into a prompt, stored in the run database and
 shared with the ROS nodes without importing a simulator.
+
+A task may be described in more than one way (`DESCRIPTION_VARIANTS`): "published" carries
+the information the published prompts gave the model, "detailed" the richer, true facts we
+know about our environments. The variant decides every word the analyst reads about the task
+(the description, the input, action and metric lines, and the names of observation columns it
+sees), never what is stored: the run database, demonstrations, the ROS topics and the MCAP
+export always use the task's own column names, so one demonstration serves every variant and
+a robot's bridge never depends on how a prompt was worded. `TaskSpec.for_analyst` is the spec
+with the analyst's column names; `analyst_renames` maps a stored table onto it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from math import prod
 
 import numpy as np
+
+DESCRIPTION_VARIANTS: tuple[str, ...] = ("published", "detailed")
+"""Every description variant a task may offer; each task lists the ones it has, default first."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +84,22 @@ class TaskSpec:
     extra: dict = field(default_factory=dict)
     control_period_s: float = 0.02
     """Simulated seconds per step (replay clocks use it)."""
+    description_variant: str = "detailed"
+    """Which description the texts of this spec are (`DESCRIPTION_VARIANTS`); runs and result
+    tables name it."""
+    analyst_columns: tuple[tuple[str, str], ...] = ()
+    """(stored column, the name the analyst sees) for each observation column this variant
+    names differently; e.g. the door's features 4-6 are "the door's" coordinates under the
+    published description, so the analyst must not read `handle_x` there."""
 
     def __post_init__(self) -> None:
+        if self.description_variant not in DESCRIPTION_VARIANTS:
+            raise ValueError(f"task {self.name}: description variant {self.description_variant!r} is not one of "
+                             f"{DESCRIPTION_VARIANTS}")
+        stored = set(self.observation_columns)
+        unknown = [c for c, _ in self.analyst_columns if c not in stored]
+        if unknown:
+            raise ValueError(f"task {self.name}: analyst names for unknown columns {unknown}")
         used = {self.demo_seed}
         for group in (self.eval_seeds, self.selection_seeds, self.diagnostic_seeds):
             if used & set(group):
@@ -102,8 +129,20 @@ class TaskSpec:
                 return spec
         raise KeyError(name)
 
+    def for_analyst(self) -> TaskSpec:
+        """This spec as the analyst reads it: observation columns under their analyst names.
+        Everything an analyst is given (prompts, column lists, the tables its code reads) is
+        built from this spec; storage keeps using `self`."""
+        if not self.analyst_columns:
+            return self
+        names = dict(self.analyst_columns)
+        inputs = tuple(replace(s, columns=tuple(names.get(c, c) for c in s.columns)) for s in self.inputs)
+        return replace(self, inputs=inputs, analyst_columns=())
+
     def describe(self) -> str:
-        """A prompt-ready text: description, forward signature, input columns, actions, metric."""
+        """A prompt-ready text: description, forward signature, inputs, actions, metric. All of
+        it is the variant's own wording (the metric's storage name is not shown: under the
+        published door description it would name the handle)."""
         lines = [f"Task: {self.name}", self.description.strip(), ""]
         args = ", ".join(s.name for s in self.inputs)
         lines.append(f"Policy class name: {self.policy_class}; forward({args}) with batched tensors:")
@@ -113,6 +152,16 @@ class TaskSpec:
         for i, a in enumerate(self.actions):
             lines.append(f"- [{i}] {a.name} in [{a.low:g}, {a.high:g}]: {a.description}")
         better = "higher" if self.metric.higher_is_better else "lower"
-        lines.append(f"Metric: {self.metric.name} ({better} is better). {self.metric.description}")
-        lines.append(f"Episodes last {self.episode_steps} steps.")
+        lines.append(f"Metric ({better} is better): {self.metric.description}")
         return "\n".join(lines)
+
+
+def analyst_renames(spec: TaskSpec) -> Mapping[str, str]:
+    """Stored rollout-table column -> the column the analyst's code reads, for `spec`'s
+    variant: each renamed observation column and its `next_` twin. Empty when nothing is
+    renamed."""
+    out: dict[str, str] = {}
+    for stored, shown in spec.analyst_columns:
+        out[stored] = shown
+        out[f"next_{stored}"] = f"next_{shown}"
+    return out

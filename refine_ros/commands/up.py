@@ -14,7 +14,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("profile", help="profile name (config/<profile>.yaml)")
     p.add_argument("--run", type=Path, default=Path("runs/up"), metavar="DIR", help="run directory")
     p.add_argument("--analyst", default="offline", choices=("offline", "openai", "replay", "record"))
-    p.add_argument("--transcript", type=Path, help="JSONL transcript for record/replay")
+    p.add_argument("--transcript", type=Path, help="JSONL transcript: openai/record write it, replay answers from it")
+    p.add_argument("--replay-mode", choices=("exact", "sequential"), default=None,
+                   help="replay: exact (identical requests only) or sequential (each role in recorded order)")
+    p.add_argument("--description", choices=("published", "detailed"), default=None,
+                   help="what the analyst is told about the task (default: published, or a replayed transcript's)")
+    p.add_argument("--start", type=Path, default=None, metavar="FILE",
+                   help="begin from this program instead of asking the analyst for a zero-shot one")
     p.add_argument("--rounds", type=int, default=None, help="refinement rounds")
     p.add_argument("--episodes", type=int, default=None, help="episodes per round")
     p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
@@ -38,7 +44,8 @@ def run(args) -> int:
 
     options = UpOptions(run_dir=args.run, analyst=args.analyst, transcript=args.transcript, rounds=args.rounds,
                         episodes=args.episodes, max_steps=args.max_steps, live=args.live, sets=args.set,
-                        timeout_s=args.timeout, processes=args.processes)
+                        timeout_s=args.timeout, processes=args.processes, replay_mode=args.replay_mode,
+                        task_description=args.description, start_program=args.start)
     try:
         return run_profile(args.profile, options)
     except ProfileError as exc:

@@ -24,9 +24,13 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from refine_core.analyst.factory import ANALYST_NAMES, make_analyst
+from refine_core.analyst.labels import describe_analyst
+from refine_core.analyst.transcript import REPLAY_MODES, read_settings, start_transcript
 from refine_core.loop import DEMONSTRATION_SOURCES, RefineConfig, RefineResult, refine
+from refine_core.run_setup import recorded_start, recording_settings, start_from_file
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
+from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 from refine_ros import protocol, qos
 from refine_ros.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
 from refine_ros.messages import pack_json
@@ -41,7 +45,13 @@ PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
     "run_dir": Param("runs/ros", "run directory; the database is <run_dir>/run.db"),
     "analyst": Param("offline", f"who writes programs and diagnostics: {' | '.join(ANALYST_NAMES)}"),
-    "transcript": Param("", "JSONL transcript for the record / replay analysts"),
+    "transcript": Param("", "JSONL transcript: openai / record write it, replay answers from it"),
+    "replay_mode": Param("exact", f"replay: {' | '.join(REPLAY_MODES)} (sequential answers each role in recorded "
+                         "order and records every request that differs)"),
+    "task_description": Param("", f"what the analyst is told: {' | '.join(DESCRIPTION_VARIANTS)}; '' = the "
+                              "replayed transcript's, else the task's default (published)"),
+    "start_program": Param("", "a program file the run begins from instead of a zero-shot one; '' = the replayed "
+                           "transcript's start, else ask the analyst"),
     "rounds": Param(_DEFAULT.max_rounds, "most refinement rounds (a resumed run counts its committed ones)",
                     (1, 1000)),
     "max_attempts": Param(_DEFAULT.max_attempts, "build/fit attempts per round before the round fails", (1, 100)),
@@ -71,7 +81,12 @@ class AnalysisNode(Node):
         super().__init__("analysis_node", **kwargs)
         declare_parameters(self, PARAMETERS)
         p = values(self, PARAMETERS)
-        self.task = get_task(str(p["task"]))
+        analyst, transcript = str(p["analyst"]), str(p["transcript"]) or None
+        replayed = read_settings(transcript) if analyst == "replay" and transcript else None
+        description = str(p["task_description"]) or (replayed or {}).get("task_description")
+        self.task = get_task(str(p["task"]), description)
+        self.start = (start_from_file(str(p["start_program"])) if str(p["start_program"])
+                      else recorded_start(replayed))
         self.run_dir = Path(str(p["run_dir"]))
         self.config = RefineConfig(
             max_rounds=int(p["rounds"]), max_attempts=int(p["max_attempts"]),
@@ -83,8 +98,12 @@ class AnalysisNode(Node):
         if self.config.rl_resets and self.config.demonstration == "recorded":
             raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "
                              "cannot use it")
-        self.analyst = make_analyst(str(p["analyst"]), transcript=str(p["transcript"]) or None, task=self.task,
-                                    max_test_requests=self.config.max_test_requests)
+        self.analyst = make_analyst(analyst, transcript=transcript, task=self.task,
+                                    max_test_requests=self.config.max_test_requests, replay_mode=str(p["replay_mode"]))
+        if transcript and analyst in ("openai", "record"):  # the analyst carries the settings a replay needs
+            start_transcript(transcript, recording_settings(self.task.spec.name, self.task.spec.description_variant,
+                                                            self.config, self.analyst, self.start,
+                                                            self.analyst.backend.model), resume=True)
         self.flush_timeout = float(p["flush_timeout"])
 
         self.pub_status = self.create_publisher(String, protocol.RUN_STATUS, qos.LATCHED)
@@ -96,9 +115,8 @@ class AnalysisNode(Node):
         """Rounds committed by this node's run so far (progress for `refine up`)."""
         self.stop_reason = ""
         self.link = LearnerLink(self, self.closing)
-        kind = "a language model" if self.analyst.is_llm else "rule-based, not an LLM"
-        self.get_logger().info(f"analyst: {self.analyst.name} ({kind}); {self.task.spec.name}, run "
-                               f"directory {self.run_dir}")
+        self.get_logger().info(f"{describe_analyst(self.analyst)} Task {self.task.spec.name}, description "
+                               f"{self.task.spec.description_variant}, run directory {self.run_dir}")
         self._publish_status("running")
         self._thread = threading.Thread(target=self._work, name="refine", daemon=True)
         self._thread.start()
@@ -112,8 +130,9 @@ class AnalysisNode(Node):
             episodes = GraphEpisodes(self.link, db, self.config.action_mode, self.config.max_steps,
                                      self.config.expert_labels, self.flush_timeout, log=self.get_logger().info)
             self.result = refine(self.task, self.analyst, db, self.config, fitter=fitter, episodes=episodes,
-                                 resume=True, on_round=self._on_round)
+                                 resume=True, on_round=self._on_round, start=self.start)
             self.stop_reason = self.result.stop_reason
+            self._record_replay(db)
         except GraphError as exc:
             self.stop_reason = f"the node graph could not continue: {exc}"
             self._record_failure(db)
@@ -127,6 +146,17 @@ class AnalysisNode(Node):
             self.get_logger().info(f"stopped: {self.stop_reason}")
             self._publish_status("finished")
             self.finished.set()
+
+    def _record_replay(self, db: RunDatabase) -> None:
+        """How a replay went (divergences from the recording), in the run's events."""
+        report = getattr(self.analyst, "replay_report", None)
+        if report is None or db.latest_run() is None:
+            return
+        data = report()
+        message = (f"{data['mode']} replay of {data['transcript']} (model {data['model']}): "
+                   f"{len(data['divergences'])} of {data['requests']} requests differed from the recording")
+        db.log_event(db.latest_run()["id"], None, "replay", message, data=data)
+        self.get_logger().info(message)
 
     def _on_round(self, record) -> None:
         self.rounds_done += 1

@@ -243,6 +243,7 @@ class OfflineAnalyst(Analyst):
             return Decision(
                 kind="stop",
                 reasoning=f"{IDENTITY} Diagnostics ran, but {missing.format(task=spec.name)}.",
+                headline=f"{missing.format(task=spec.name)} (the offline analyst is not an LLM)",
             )
         if program_structure(program) != spec.name:
             return Decision(
@@ -251,6 +252,7 @@ class OfflineAnalyst(Analyst):
                     f"{IDENTITY} The program was not built from the offline catalogue for "
                     f"{spec.name}, so no catalogue edit applies; revising it needs an LLM endpoint."
                 ),
+                headline="the program is not from the offline catalogue, so no catalogue edit applies",
             )
         parsed = parse_results(results)
         applied = applied_edits(program)
@@ -268,6 +270,7 @@ class OfflineAnalyst(Analyst):
                         f"{IDENTITY} {PREWRITTEN} {summary} Applying catalogue edit {edit.id!r} "
                         f"because {'; '.join(held)}. {edit.description}"
                     ),
+                    headline=f"catalogue edit {edit.id!r} because {'; '.join(held)}",
                 )
             if missing and len(missing) == len(edit.trigger.conditions()):
                 waiting.append((edit, missing))
@@ -282,6 +285,7 @@ class OfflineAnalyst(Analyst):
                     f"{IDENTITY} The results lack the checks that decide edits "
                     f"{[e.id for e, _ in waiting]}; asking once for a focused re-run of {checks}."
                 ),
+                headline=f"a focused re-run of {checks}",
             )
         remaining = [e.id for e in edits if e.eligible(applied)]
         why = (
@@ -289,7 +293,7 @@ class OfflineAnalyst(Analyst):
             if not remaining
             else f"no trigger fired for the remaining edits {remaining}"
         )
-        return Decision(kind="stop", reasoning=f"{IDENTITY} {summary} Stopping: {why}.")
+        return Decision(kind="stop", reasoning=f"{IDENTITY} {summary} Stopping: {why}.", headline=why)
 
 
 _DECISION_WORD = {"program": "revise", "tests": "more_tests", "stop": "stop"}

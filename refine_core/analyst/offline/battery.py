@@ -343,13 +343,15 @@ def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
 
 
 def _registered_task(spec: TaskSpec):
-    from refine_core.tasks.registry import UnknownTaskError, get_task
+    """The registered task `spec` describes, under the same description variant, whose
+    analyst column names are `spec`'s (the names the battery's code will read)."""
+    from refine_core.tasks.registry import UnknownDescriptionError, UnknownTaskError, get_task
 
     try:
-        task = get_task(spec.name)
-    except UnknownTaskError:
+        task = get_task(spec.name, spec.description_variant)
+    except (UnknownTaskError, UnknownDescriptionError):
         return None
-    return task if task.spec.observation_columns == spec.observation_columns else None
+    return task if task.spec.for_analyst().observation_columns == spec.observation_columns else None
 
 
 def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
@@ -359,6 +361,7 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     Checks whose columns are absent from `schema` are not generated at all; checks that meet a
     missing column at run time print a SKIP line.
     """
+    spec = spec.for_analyst()  # the battery's code reads the analyst's column names
     columns = [str(c) for c in schema]
     present = set(columns)
     facts = read_program(program or "", spec)

@@ -1,6 +1,20 @@
 """The car-racing `Task`: spec text for program authors, env factory, expert, summaries,
 scene and diagnostic features. Nothing here imports Box2D until an env is made, so the spec
-is cheap to read (the sandboxed fit reads it)."""
+is cheap to read (the sandboxed fit reads it).
+
+Two descriptions (see `refine_core.tasks.spec`):
+- "published" (the default) carries the information the published prompt gave the model, in
+  our own words: the inputs with their fields and normalisations, the actions and their
+  ranges, the objective and reward, and the published notes (the track is a loop about 0.4
+  wide, |x| = 0.2 is its edge and beyond it is grass, tiles come nearest first). It says
+  nothing about wheel slip, spinning out, the expert's top speed, the unit of the angular
+  velocity or how the wheels read in a bend.
+  One published fact is wrong for this environment and is corrected here: the published note
+  calls the car "about 3 tiles long"; in our units the car body is about 0.15 long and a tile
+  about 0.105, so the car is about 1.4 tiles long, and that is what the text says.
+- "detailed" adds the true facts we measured about this environment (units, frames, slip,
+  the expert's speed); results produced with it say so.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +43,15 @@ _INDICATOR_COLUMNS = (
     "wheel_rr",
 )
 
-DESCRIPTION = """\
+PUBLISHED_DESCRIPTION = """\
+Drive a car around a closed race track (Gymnasium CarRacing physics) and finish the lap as
+fast as possible without leaving the track. Every track tile the car visits for the first
+time earns reward; every step costs a small penalty.
+The track is a loop about 0.4 units wide in the units of the tile coordinates: |x| = 0.2 is
+the edge of the track, and beyond it is grass. The car is about 1.4 tiles long.
+"""
+
+DETAILED_DESCRIPTION = """\
 Drive a rear-wheel-drive race car (Gymnasium CarRacing's Box2D physics) around a randomly
 generated closed track as fast as possible. The track is split into about 300 short tiles;
 each tile touched for the first time earns 1000 / (number of tiles) reward, and every step
@@ -62,42 +84,65 @@ rate; full gas in a bend makes the rear wheels slip and the car spin out.
 """
 
 
-def make_spec() -> TaskSpec:
+# What each variant says about the inputs and actions (the description above carries the rest).
+_PUBLISHED_INPUTS = {
+    "tiles": "The 12 track tiles ahead of the car, nearest first. Per tile (x, y, theta, border): x = "
+             "lateral position of the car relative to the tile's centre, positive when the car is left of "
+             "the centre; y = longitudinal position of the car relative to the tile's centre; theta = heading "
+             "of the tile relative to the car, positive when the road turns left; border = 1 if the tile is a "
+             "sharp corner, else 0.",
+    "indicators": "(speed, heading, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr): speed "
+                  "normalised from [0, 100] to [0, 1]; absolute heading normalised from [-pi, pi] to [-1, 1]; "
+                  "angular velocity; then the four ABS sensors, the approximate wheel omega of the front-left, "
+                  "front-right, rear-left and rear-right wheels.",
+}
+_DETAILED_INPUTS = {
+    "tiles": "12 tiles ahead, nearest first; per tile (x, y, theta, border).",
+    "indicators": "(speed, heading, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr); see above.",
+}
+_PUBLISHED_ACTIONS = {"steer": "steering; negative steers left, positive right", "gas": "throttle",
+                      "brake": "brake"}
+_DETAILED_ACTIONS = {"steer": "steering target; negative steers left, positive right",
+                     "gas": "throttle on the rear wheels", "brake": "brake on all wheels; >= 0.9 locks them"}
+_VARIANTS = {
+    "published": (PUBLISHED_DESCRIPTION, _PUBLISHED_INPUTS, _PUBLISHED_ACTIONS,
+                  "the return: the sum of the rewards over the episode"),
+    "detailed": (DETAILED_DESCRIPTION, _DETAILED_INPUTS, _DETAILED_ACTIONS,
+                 "the return: the sum of the rewards over the episode"),
+}
+DESCRIPTIONS: tuple[str, ...] = tuple(_VARIANTS)
+"""The description variants, the default (published) first."""
+
+
+def make_spec(description: str = "published") -> TaskSpec:
+    text, inputs, actions, metric = _VARIANTS[description]
     return TaskSpec(
         name="car_racing",
         env_id=ENV_ID,
-        description=DESCRIPTION,
+        description=text,
         policy_class="RacecarPolicy",
         inputs=(
-            InputSpec(
-                "tiles",
-                (12, 4),
-                _TILE_COLUMNS,
-                "12 tiles ahead, nearest first; per tile (x, y, theta, border).",
-            ),
-            InputSpec(
-                "indicators",
-                (7,),
-                _INDICATOR_COLUMNS,
-                "(speed, heading, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr); see above.",
-            ),
+            InputSpec("tiles", (12, 4), _TILE_COLUMNS, inputs["tiles"]),
+            InputSpec("indicators", (7,), _INDICATOR_COLUMNS, inputs["indicators"]),
         ),
         actions=(
-            ActionSpec("steer", -1.0, 1.0, "steering target; negative steers left, positive right"),
-            ActionSpec("gas", 0.0, 1.0, "throttle on the rear wheels"),
-            ActionSpec("brake", 0.0, 1.0, "brake on all wheels; >= 0.9 locks them"),
+            ActionSpec("steer", -1.0, 1.0, actions["steer"]),
+            ActionSpec("gas", 0.0, 1.0, actions["gas"]),
+            ActionSpec("brake", 0.0, 1.0, actions["brake"]),
         ),
-        metric=MetricSpec("return", True, "the sum of the rewards over the episode"),
+        metric=MetricSpec("return", True, metric),
         episode_steps=EPISODE_STEPS,
         control_period_s=0.02,  # CarRacing runs at 50 frames per second
+        description_variant=description,
     )
 
 
 class CarRacingTask(Task):
     camera_frame = "camera_link"  # urdf/rc_car.urdf's camera, looking down at the car
+    description_variants = DESCRIPTIONS
 
-    def __init__(self) -> None:
-        self.spec = make_spec()
+    def __init__(self, description: str = DESCRIPTIONS[0]) -> None:
+        self.spec = make_spec(description)
 
     def make_env(self, render_mode: str | None = None) -> gym.Env:
         return gym.make(ENV_ID, render_mode=render_mode)
@@ -120,11 +165,12 @@ class CarRacingTask(Task):
     def diagnostic_checks(self) -> tuple[list[str], list[str]]:
         from refine_core.tasks.car_racing.diagnostics import checks
 
-        return checks(self.spec)
+        return checks(self.spec.for_analyst())
 
     def diagnostic_features(self) -> dict[str, str]:
-        tiles = self.spec.input("tiles").columns
-        indicators = self.spec.input("indicators").columns
+        shown = self.spec.for_analyst()
+        tiles = shown.input("tiles").columns
+        indicators = shown.input("indicators").columns
 
         def tile(k: int, j: int) -> str:
             return f"C({tiles[k * 4 + j]!r})"

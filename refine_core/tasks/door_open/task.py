@@ -1,5 +1,18 @@
 """The door-opening `Task`: spec text for program authors, env factory, expert, summaries,
-scene and diagnostic features. Meta-World is imported only when an env or the expert is made."""
+scene and diagnostic features. Meta-World is imported only when an env or the expert is made.
+
+Two descriptions (see `refine_core.tasks.spec`):
+- "published" (the default) carries the information the published prompt gave the model, in
+  our own words: the feature layout (features 4-6 are "the door's" x, y, z coordinates, not
+  named as the handle), the actions and their ranges, the objective and the reward in one
+  sentence, and the published notes (the door turns about a vertical axis, the handle is
+  horizontal, the gripper points down). It gives no success rule, frames, offsets or target
+  geometry. Under it the analyst sees features 4-6 (and 22-24) as `door_x`... columns; the
+  run database keeps their stored names `handle_x`....
+- "detailed" adds the true facts we measured (the success rule, where the target lies, the
+  frame, the hand offset, the gripper reading, which way the door turns); results produced
+  with it say so.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +47,19 @@ _FIRST = (
 )
 _COLUMNS = (*_FIRST, *(f"prev_{c}" for c in _FIRST), "target_x", "target_y", "target_z")
 
-DESCRIPTION = """\
+PUBLISHED_DESCRIPTION = """\
+A Sawyer robot arm (Meta-World door-open, MuJoCo simulation) has to open a door: move the
+gripper to the door's handle and pull the door open to the desired angle. The reward grows as
+the gripper gets closer to the handle and as the door opens towards the target.
+Notes: the door revolves around a vertical axis; the handle is horizontal; the gripper points
+down.
+Observation `features` (39,): gripper x, y, z position (0-2); gripper open/close state (3);
+x, y, z coordinates of the door (4-6); quaternion of the door's orientation (7-10); unused
+(11-17); the same 18 values at the previous step (18-35); x, y, z position of the target the
+door should be opened to (36-38).
+"""
+
+DETAILED_DESCRIPTION = """\
 A Sawyer robot arm (Meta-World door-open-v3, MuJoCo) must pull a door open by its handle.
 The door hinges on a vertical axis; its position on the table changes with the episode
 seed. Success is when the handle's x coordinate is within 0.08 m of the target's x. The
@@ -56,39 +81,63 @@ Episodes last 500 steps and do not end on success.
 """
 
 
-def make_spec() -> TaskSpec:
+# Under the published description features 4-6 are "the door's" coordinates: the analyst's
+# column names must say so too (stored names are unchanged, see refine_core.tasks.spec).
+_PUBLISHED_COLUMNS = tuple((f"{prefix}handle_{axis}", f"{prefix}door_{axis}")
+                           for prefix in ("", "prev_") for axis in "xyz")
+_VARIANTS = {
+    "published": {
+        "description": PUBLISHED_DESCRIPTION,
+        "features": "The door-open observation; its feature layout is given above.",
+        "actions": ("gripper motion along x, relative to its current position",
+                    "gripper motion along y, relative to its current position",
+                    "gripper motion along z, relative to its current position",
+                    "gripper command: 1 open, 0 close"),
+        "metric": "the smallest distance, over the episode, between the door's coordinates (4-6) and the "
+                  "target (36-38)",
+        "columns": _PUBLISHED_COLUMNS,
+    },
+    "detailed": {
+        "description": DETAILED_DESCRIPTION,
+        "features": "Meta-World door-open observation with the target visible (see columns).",
+        "actions": ("gripper motion along x (about 1 cm per step at 1)", "gripper motion along y",
+                    "gripper motion along z", "gripper command: 1 open, 0 closed"),
+        "metric": "the smallest distance (m), over the episode, between the handle (4-6) and the target (36-38)",
+        "columns": (),
+    },
+}
+DESCRIPTIONS: tuple[str, ...] = tuple(_VARIANTS)
+"""The description variants, the default (published) first."""
+
+
+def make_spec(description: str = "published") -> TaskSpec:
+    text = _VARIANTS[description]
+    dx, dy, dz, gripper = text["actions"]
     return TaskSpec(
         name="door_open",
         env_id=ENV_ID,
-        description=DESCRIPTION,
+        description=text["description"],
         policy_class="OpenDoorPolicy",
-        inputs=(
-            InputSpec(
-                "features",
-                (39,),
-                _COLUMNS,
-                "Meta-World door-open observation with the target visible (see columns).",
-            ),
-        ),
+        inputs=(InputSpec("features", (39,), _COLUMNS, text["features"]),),
         actions=(
-            ActionSpec("dx", -1.0, 1.0, "gripper motion along x (about 1 cm per step at 1)"),
-            ActionSpec("dy", -1.0, 1.0, "gripper motion along y"),
-            ActionSpec("dz", -1.0, 1.0, "gripper motion along z"),
-            ActionSpec("gripper", 0.0, 1.0, "gripper command: 1 open, 0 closed"),
+            ActionSpec("dx", -1.0, 1.0, dx),
+            ActionSpec("dy", -1.0, 1.0, dy),
+            ActionSpec("dz", -1.0, 1.0, dz),
+            ActionSpec("gripper", 0.0, 1.0, gripper),
         ),
-        metric=MetricSpec(
-            "min_handle_target_distance",
-            False,
-            "minimum over the episode of the distance (m) between handle (4-6) and target (36-38)",
-        ),
+        metric=MetricSpec("min_handle_target_distance", False, text["metric"]),
         episode_steps=EPISODE_STEPS,
         control_period_s=0.0125,  # Meta-World steps 5 x 2.5 ms of MuJoCo per action
+        description_variant=description,
+        analyst_columns=text["columns"],
     )
 
 
 class DoorOpenTask(Task):
-    def __init__(self) -> None:
-        self.spec = make_spec()
+    description_variants = DESCRIPTIONS
+
+    def __init__(self, description: str = DESCRIPTIONS[0]) -> None:
+        self.spec = make_spec(description)
 
     def make_env(self, render_mode: str | None = None) -> gym.Env:
         return gym.make(ENV_ID, render_mode=render_mode)
@@ -116,10 +165,10 @@ class DoorOpenTask(Task):
     def diagnostic_checks(self) -> tuple[list[str], list[str]]:
         from refine_core.tasks.door_open.diagnostics import checks
 
-        return checks(self.spec)
+        return checks(self.spec.for_analyst())
 
     def diagnostic_features(self) -> dict[str, str]:
-        cols = self.spec.input("features").columns
+        cols = self.spec.for_analyst().input("features").columns
         gripper, handle, target = cols[0:3], cols[4:7], cols[36:39]
 
         def dist(a: Sequence[str], b: Sequence[str]) -> str:

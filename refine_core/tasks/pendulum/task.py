@@ -63,7 +63,10 @@ def make_spec() -> TaskSpec:
 
 
 class PendulumTask(Task):
-    def __init__(self) -> None:
+    # one text, full of facts, with no published counterpart (the published work has no pendulum)
+    description_variants = ("detailed",)
+
+    def __init__(self, description: str = "detailed") -> None:
         self.spec = make_spec()
 
     def make_env(self, render_mode: str | None = None) -> gym.Env:

@@ -1,0 +1,74 @@
+"""How a refinement run is set up, and how a replay sets itself up like the run it replays.
+
+Why one module: `refine run` and the ROS analysis node start the same method from different
+front ends (a command line, node parameters), and a recorded run must be replayable from
+either. A recording writes the run's settings as the first line of its transcript
+(`analyst.transcript.start_transcript`): the task, the description variant, the start
+program (its text, when the run began from a given program), the budgets that shape the
+requests (rounds, 'more tests' cap, corrections, results length) and the episode counts.
+A replay takes every setting it is not explicitly given from there, so
+`refine run --analyst replay --transcript FILE` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from refine_core.loop import RefineConfig, StartProgram
+
+#: RefineConfig fields a recording keeps (what shapes the requests, and the episode counts).
+RECORDED_LOOP_FIELDS = ("max_rounds", "max_attempts", "max_test_requests", "diagnostic_episodes",
+                        "selection_episodes", "eval_episodes", "max_steps", "action_mode", "expert_labels",
+                        "rl_resets")
+#: AnalystConfig fields a recording keeps (they change the requests an LLM analyst sends).
+RECORDED_ANALYST_FIELDS = ("max_corrections", "results_max_chars")
+
+
+class StartProgramError(ValueError):
+    """A start program that cannot be read."""
+
+
+def start_from_file(path: str | Path) -> StartProgram:
+    """The program in `path`, labelled with the file's name and its text's hash."""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StartProgramError(f"cannot read the start program {path}: {exc}") from None
+    if not source.strip():
+        raise StartProgramError(f"the start program {path} is empty")
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
+    return StartProgram(source, f"file {path.name} ({digest})")
+
+
+def recorded_start(settings: Mapping[str, Any] | None) -> StartProgram | None:
+    """The start program a recorded run began from (None: it asked for a zero-shot one)."""
+    start = (settings or {}).get("start") or {}
+    if start.get("kind") != "program" or not isinstance(start.get("source"), str):
+        return None
+    return StartProgram(start["source"], str(start.get("label") or "recorded start program"))
+
+
+def recording_settings(task_name: str, description: str, config: RefineConfig, analyst_config: Any,
+                       start: StartProgram | None, model: str | None = None) -> dict:
+    """What a transcript's `run` line records about the run."""
+    loop = asdict(config)
+    settings: dict[str, Any] = {"task": task_name, "task_description": description,
+                                **{k: loop[k] for k in RECORDED_LOOP_FIELDS}}
+    for name in RECORDED_ANALYST_FIELDS:
+        settings[name] = getattr(analyst_config, name, None)
+    settings["model"] = model
+    settings["start"] = ({**start.record(), "source": start.source} if start is not None else {"kind": "zero-shot"})
+    return settings
+
+
+def replayed(value: Any, settings: Mapping[str, Any] | None, key: str, default: Any) -> Any:
+    """An explicit value if given (not None), else the recorded one, else the default."""
+    if value is not None:
+        return value
+    recorded = (settings or {}).get(key)
+    return default if recorded is None else recorded
