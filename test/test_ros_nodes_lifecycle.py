@@ -441,21 +441,26 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
         runner = threading.Thread(target=lambda: result.append(run_profile("arm_real", options)), daemon=True)
         runner.start()
 
-        def confirm() -> None:
-            done = threading.Event()
-            driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f: done.set())
-            assert done.wait(10.0)
+        def confirm_until(actions: int, timeout: float = 120.0) -> None:
+            """Confirm, and again whenever the safety node stopped meanwhile (a stale sensor, e.g.
+            while the fit loads this machine, revokes a confirmation), until the learner has
+            sent `actions` actions: what an operator watching the arm does."""
+            deadline = time.monotonic() + timeout
+            while driver.actions < actions and time.monotonic() < deadline:
+                done = threading.Event()
+                driver.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f, d=done: d.set())
+                assert done.wait(10.0)
+                wait_end = time.monotonic() + 3.0
+                while driver.actions < actions and time.monotonic() < wait_end:
+                    time.sleep(0.05)
 
         assert driver.confirm.wait_for_service(timeout_sec=60.0), "the safety node never came up"
         time.sleep(3.0)
         assert driver.actions == 0, "the learner acted before the operator confirmed"
-        confirm()
-        deadline = time.monotonic() + 120.0
-        while driver.actions < 10 and time.monotonic() < deadline:  # the diagnostic episode
-            time.sleep(0.05)
+        confirm_until(10)  # the diagnostic episode
         time.sleep(1.0)
         assert driver.actions == 10, "the selection episode waits for its own confirmation"
-        confirm()
+        confirm_until(20)
         runner.join(240)
         assert result == [EXIT_STOPPED], f"refine up arm_real ended with {result}"
     finally:
