@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from refine_core.cli import main
+from refine_core.policy.programs import starter_program
 from refine_core.rollout.schema import RolloutSchema
 from refine_core.store.db import RunDatabase
 from refine_core.tasks import get_task
@@ -24,7 +25,7 @@ def _check_the_single_diagnosed_round(run_dir, steps: int, *, analyst_rounds_all
         assert len(rounds) == 1 < analyst_rounds_allowed, "the analyst stopped, not the budget"
         first = rounds[0]
         assert first["status"] == "committed" and first["decision"] == "stop"
-        assert first["program"] == task.starter_program()
+        assert first["program"] == starter_program("pendulum")
         assert "no catalogue" in run["stop_reason"] and "not an LLM" in run["stop_reason"]
 
         analyses = db.analyses(run["id"], 0)

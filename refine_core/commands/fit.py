@@ -45,7 +45,9 @@ def open_run(run_dir: Path):
 def read_program(path_text: str, task_name: str) -> tuple[str, str]:
     """(source, label) of `--program`."""
     if path_text == "starter" and not Path(path_text).exists():
-        source = task_or_error(task_name).starter_program()
+        from refine_core.policy.programs import find_starter
+
+        source = find_starter(task_or_error(task_name).spec.name)
         if source is None:
             raise UserError(f"task {task_name} ships no starter program; pass --program FILE")
         return source, f"bundled starter for {task_name}"

@@ -93,13 +93,10 @@ class {spec.policy_class}(nn.Module):
 
 
 def _task_starter(task_name: str) -> str | None:
-    """The starter program a registered task ships with (`Task.starter_program`), if any."""
-    from refine_core.tasks.registry import UnknownTaskError, get_task
+    """The starter program a registered task ships with (its folder's `programs/starter.py`), if any."""
+    from refine_core.policy.programs import find_starter
 
-    try:
-        return get_task(task_name).starter_program()
-    except UnknownTaskError:
-        return None
+    return find_starter(task_name)
 
 
 def _key(name: str) -> str:
