@@ -185,6 +185,6 @@ def test_a_run_from_a_given_program_has_a_start_row_standing_for_no_published_fi
     assert "start program (file mine.py (abc))" in start.label
     assert (refined.role, refined.source, refined.calls, refined.resets) == (
         "refined", "PROGRAM B", 4, {"diagnostic": 2, "selection": 6})
-    from refine_core.experiment.conditions import PUBLISHED_CAR
+    from refine_core.tasks.car_racing.published import RESULTS as PUBLISHED_CAR
 
     assert all(PUBLISHED_CAR.get(c.published_key) is None for c in conditions([start], 400, 2000))

@@ -10,7 +10,7 @@ from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("experiment", help="run the published table's conditions and write results/<task>/<date>/")
-    p.add_argument("--task", required=True, choices=("car_racing", "door_open"))
+    p.add_argument("--task", required=True, help="task name (see `refine tasks`)")
     p.add_argument("--seeds", type=int, default=10, help="evaluation seeds per condition")
     p.add_argument("--workers", type=int, default=None, help="local processes (default: CPU count)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run jobs as Ray tasks ('local' starts one)")
@@ -47,7 +47,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from refine_core.commands._common import task_or_error
     from refine_core.experiment.runner import ExperimentOptions, run_experiment
+
+    task_or_error(args.task, args.description)  # an unknown task or description: one line, before any job
 
     if args.foreign is not None:
         from refine_core.cli import UserError
