@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import entry_points
 
 COMMANDS = (
-    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "bench", "serve-inbox",
+    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "rl", "bench", "serve-inbox",
 )
 PLUGIN_GROUP = "refine.commands"
 

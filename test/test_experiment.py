@@ -59,17 +59,17 @@ def test_ray_jobs_reproduce_the_local_numbers(tmp_path):
 
 
 def test_rl_settings_are_rlconfig_fields_and_the_mlp_keeps_the_published_step_by_default():
-    from refine_core.experiment.runner import (
-        ExperimentOptions,
-        ExperimentSetupError,
-        parse_rl_settings,
-        rl_config,
-    )
+    from refine_core.cli import build_parser
+    from refine_core.experiment.runner import ExperimentOptions, ExperimentSetupError, rl_config
+
+    def parse_rl_settings(items: list[str]) -> dict:
+        argv = ["experiment", "--task", "car_racing", *(a for item in items for a in ("--rl-set", item))]
+        return ExperimentOptions.from_args(build_parser().parse_args(argv)).rl
 
     mlp_program, refined = PROGRAMS[0], PROGRAMS[2]
     settings = parse_rl_settings(["std_scale=0.25", 'param_lr={"log_std": 0}', "checkpoint=final"])
     assert settings == {"std_scale": 0.25, "param_lr": {"log_std": 0}, "checkpoint": "final"}
-    with pytest.raises(ValueError, match="FIELD=VALUE"):
+    with pytest.raises(ValueError, match="not a RLConfig field"):
         parse_rl_settings(["learning_rate=0.1"])
     opts = ExperimentOptions(task="car_racing", rl={"std_scale": 0.5})
     mlp = rl_config(mlp_program, 400, opts)
