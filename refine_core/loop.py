@@ -41,14 +41,14 @@ from refine_core.backends import (
 )
 from refine_core.rollout.demo import Demonstration, DemonstrationError, record_demonstration
 from refine_core.rollout.plan import episode_plan
-from refine_core.rollout.schema import RolloutSchema
+from refine_core.rollout.schema import RolloutSchema, analyst_renames
 from refine_core.sandbox import SandboxResult, run_diagnostics
 from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store import records
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import RoundRecord
 from refine_core.tasks.base import Task
-from refine_core.tasks.spec import TaskSpec, analyst_renames
+from refine_core.tasks.spec import TaskSpec
 
 ACTION_MODES = ("mean", "sample")
 DEMONSTRATION_SOURCES = ("expert", "recorded")

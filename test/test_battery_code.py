@@ -66,6 +66,9 @@ def test_the_generic_checks_judge_real_tables(tables, monkeypatch):
     monkeypatch.setattr(battery_code, "df", roll)
     monkeypatch.setattr(battery_code, "demo", demo)
     monkeypatch.setattr(battery_code, "EXPERT", set())
+    names = RolloutSchema.for_task(task.spec)
+    monkeypatch.setattr(battery_code, "COLUMNS", {f: dict(zip(names.action_names, names.family(f), strict=True))
+                                                  for f in ("mean", "act", "expert")})
     action = task.spec.actions[0]
     column = task.spec.for_analyst().observation_columns[0]
     out = "".join(_printed(battery_code._run, *call) for call in (

@@ -203,7 +203,9 @@ def _user(*parts: str) -> dict[str, str]:
 
 
 def has_expert_columns(schema: Sequence[str]) -> bool:
-    return any(str(c).startswith("expert_") for c in schema)
+    from refine_core.rollout.schema import family_columns
+
+    return bool(family_columns(schema, "expert"))
 
 
 def diagnostics_rules(*, expert: bool) -> str:

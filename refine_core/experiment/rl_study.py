@@ -77,8 +77,11 @@ def action_summary(task, results) -> str:
     mean of an observation column named `speed` when the task has one."""
     import pandas as pd
 
+    from refine_core.rollout.schema import action_column
+
     table = pd.concat([r.table for r in results])
-    parts = [f"{a.name} {table[f'act_{a.name}'].mean():.3f} (>{a.low:g} on {(table[f'act_{a.name}'] > a.low).mean():.0%})"
+    acts = {a.name: table[action_column("act", a.name)] for a in task.spec.actions}
+    parts = [f"{a.name} {acts[a.name].mean():.3f} (>{a.low:g} on {(acts[a.name] > a.low).mean():.0%})"
              for a in task.spec.actions]
     if "speed" in table:
         parts.append(f"speed {table['speed'].mean():.3f}")

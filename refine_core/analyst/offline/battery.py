@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from refine_core.analyst.offline.introspect import read_program
+from refine_core.rollout.schema import WEIGHT_PREFIX, RolloutSchema, is_latent, is_weight
 from refine_core.tasks.spec import TaskSpec
 
 CODE_FILE = Path(__file__).with_name("battery_code.py")
@@ -41,6 +42,12 @@ def sandbox_code(text: str) -> str:
     except ValueError:
         raise ValueError(f"a sandbox-code file needs the lines {BEGIN!r} and {END!r}") from None
     return "\n".join(lines[start + 1:stop]) + "\n"
+
+
+def _families(names: RolloutSchema) -> dict[str, dict[str, str]]:
+    """{family: {action: column}} for the families the battery's code reads."""
+    return {family: dict(zip(names.action_names, names.family(family), strict=True))
+            for family in ("mean", "act", "expert")}
 
 
 def _quote(name: str) -> str:
@@ -92,15 +99,17 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     columns = [str(c) for c in schema]
     present = set(columns)
     facts = read_program(program or "", spec)
-    weights = [c for c in columns if c.startswith("weight_")]
-    latents = [c for c in columns if c.startswith("latent_")]
+    weights = [c for c in columns if is_weight(c)]
+    latents = [c for c in columns if is_latent(c)]
     observations = [c for c in spec.observation_columns if c in present]
     actions = [(a.name, float(a.low), float(a.high)) for a in spec.actions]
-    expert = [a for a, _, _ in actions if f"expert_{a}" in present]
+    names = RolloutSchema.for_task(spec)
+    mean, act = dict(zip(spec.action_names, names.mean(), strict=True)), dict(zip(spec.action_names, names.act(), strict=True))
+    expert = [a for a, column in zip(spec.action_names, names.expert_columns(), strict=True) if column in present]
     features, helpers, metric_call = _task_features(spec)
     # The program's own features: closed-form latents of the observation alone (no weights),
     # which can be recomputed on the demonstration's states.
-    own = {k: v for k, v in facts.reconstructions.items() if k in present and "weight_" not in v}
+    own = {k: v for k, v in facts.reconstructions.items() if k in present and WEIGHT_PREFIX not in v}
 
     lines = [
         "# Diagnostic battery written by the offline (rule-based) analyst from the program and",
@@ -113,6 +122,8 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
         f"OBSERVATIONS = {observations!r}",
         "# Actions with expert relabels in the table (empty unless they were switched on).",
         f"EXPERT = {set(expert)!r}" if expert else "EXPERT = set()",
+        "# Each action's column per family (the rollout schema's names).",
+        f"COLUMNS = {_families(names)!r}",
         "",
         "# --- what the table holds and how the task went",
         "_run('table', _table_check)",
@@ -134,9 +145,9 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     lines.append("# --- the demonstrated action the program's own features explain")
     own_dict = "{" + ", ".join(f"{_quote(k)}: lambda: {v}" for k, v in sorted(own.items())) + "}"
     for name, low, high in actions:
-        if f"act_{name}" in present and f"mean_{name}" in present:
+        if act[name] in present and mean[name] in present:
             lines.append(f"_run({_quote('saturation.' + name)}, _saturation_check, {_quote(name)}, {low!r}, {high!r})")
-        if f"mean_{name}" in present:
+        if mean[name] in present:
             lines.append(f"_run({_quote('temporal.' + name)}, _temporal_check, {_quote(name)})")
             if own:
                 lines.append(f"_run({_quote('demofit.' + name)}, _demofit_check, {_quote(name)}, {own_dict})")
@@ -144,7 +155,7 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
         lines.append("")
         lines.append("# --- expert relabels (switched on for this run): agreement on the policy's own states")
     for name, low, high in actions:
-        if name in expert and f"mean_{name}" in present:
+        if name in expert and mean[name] in present:
             lines.append(f"_run({_quote('expert.' + name)}, _expert_check, {_quote(name)}, {low!r}, {high!r})")
             for feature, expr in features.items():
                 check = f"hotspot.{name}.{feature}"
@@ -159,7 +170,7 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     lines.append("# --- latents against actions")
     for latent in latents:
         for name, _, _ in actions:
-            if f"mean_{name}" in present:
+            if mean[name] in present:
                 check = f"corr.{latent}.{name}"
                 lines.append(f"_run({_quote(check)}, _corr_check, {_quote(latent)}, {_quote(name)})")
     lines.append("")
@@ -167,6 +178,6 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     for column in observations:
         lines.append(f"_run({_quote('shift.' + column)}, _shift_check, {_quote(column)})")
     for name, _, _ in actions:
-        if f"act_{name}" in present:
-            lines.append(f"_run({_quote('shift.act_' + name)}, _shift_check, {_quote('act_' + name)})")
+        if act[name] in present:
+            lines.append(f"_run({_quote('shift.' + act[name])}, _shift_check, {_quote(act[name])})")
     return "\n".join(lines) + "\n"

@@ -111,8 +111,14 @@ def _ks(a, b):
     return float(np.max(np.abs(fa - fb)))
 
 
+def _column(family, action):
+    """The table's column of `action` in `family` (mean, act, expert), as the battery was told
+    it is named (`COLUMNS`, written from the rollout schema)."""
+    return COLUMNS[family][action]
+
+
 def _clipped_mean(action, low, high):
-    return np.clip(_col(df, "mean_" + action), low, high)
+    return np.clip(_col(df, _column("mean", action)), low, high)
 
 
 def _table_check(check):
@@ -149,22 +155,22 @@ def _recon_check(check, latent, recompute):
 
 
 def _saturation_check(check, action, low, high):
-    act = _col(df, "act_" + action)
-    mean = _col(df, "mean_" + action)
+    act = _col(df, _column("act", action))
+    mean = _col(df, _column("mean", action))
     span = (high - low) * 1e-3
     at_low = float(np.mean(act <= low + span))
     at_high = float(np.mean(act >= high - span))
     outside = float(np.mean((mean < low) | (mean > high)))
     values = dict(low=at_low, high=at_high, mean_outside=outside)
     status = "INFO"
-    if demo is not None and "act_" + action in demo.columns:
-        shown = _col(demo, "act_" + action)
+    if demo is not None and _column("act", action) in demo.columns:
+        shown = _col(demo, _column("act", action))
         d_low = float(np.mean(shown <= low + span))
         d_high = float(np.mean(shown >= high - span))
         values.update(demo_low=d_low, demo_high=d_high)
         status = "FAIL" if max(abs(at_low - d_low), abs(at_high - d_high)) > 0.3 else "PASS"
     if action in EXPERT:
-        expert = _col(df, "expert_" + action)
+        expert = _col(df, _column("expert", action))
         values.update(expert_low=float(np.mean(expert <= low + span)),
                       expert_high=float(np.mean(expert >= high - span)))
     _emit(check, status, **values)
@@ -172,9 +178,9 @@ def _saturation_check(check, action, low, high):
 
 def _corr_check(check, latent, action):
     lat = _col(df, latent)
-    values = dict(r=_corr(lat, _col(df, "mean_" + action)))
+    values = dict(r=_corr(lat, _col(df, _column("mean", action))))
     if action in EXPERT:
-        values["r_expert"] = _corr(lat, _col(df, "expert_" + action))
+        values["r_expert"] = _corr(lat, _col(df, _column("expert", action)))
     _emit(check, "INFO", **values)
 
 
@@ -185,7 +191,7 @@ def _demofit_check(check, action, features):
     names = sorted(features)
     if not names:
         raise _Missing("features")
-    shown = _col(demo, "act_" + action) if demo is not None else None
+    shown = _col(demo, _column("act", action)) if demo is not None else None
     if shown is None:
         raise _Missing("demo")
 
@@ -198,7 +204,7 @@ def _demofit_check(check, action, features):
         resid = target[ok] - x[ok] @ coef
         return 1.0 - float(np.var(resid)) / float(np.var(target[ok]))
 
-    _emit(check, "INFO", r2_demo=r2(demo, shown), r2_policy=r2(df, _col(df, "mean_" + action)),
+    _emit(check, "INFO", r2_demo=r2(demo, shown), r2_policy=r2(df, _col(df, _column("mean", action))),
           features=len(names))
 
 
@@ -221,7 +227,7 @@ def _shift_check(check, column):
 
 
 def _expert_check(check, action, low, high):
-    expert = _col(df, "expert_" + action)
+    expert = _col(df, _column("expert", action))
     mean = _clipped_mean(action, low, high)
     ok = np.isfinite(expert) & np.isfinite(mean)
     err = expert[ok] - mean[ok]
@@ -239,7 +245,7 @@ def _expert_check(check, action, low, high):
 
 
 def _hotspot_check(check, action, low, high, feature):
-    err = _col(df, "expert_" + action) - _clipped_mean(action, low, high)
+    err = _col(df, _column("expert", action)) - _clipped_mean(action, low, high)
     value = np.asarray(feature(), dtype=float) * np.ones(len(df))
     ok = np.isfinite(err) & np.isfinite(value)
     err, value = err[ok], value[ok]
@@ -263,7 +269,7 @@ def _hotspot_check(check, action, low, high, feature):
 
 
 def _disagreement_check(check, action, low, high, columns):
-    err = _col(df, "expert_" + action) - _clipped_mean(action, low, high)
+    err = _col(df, _column("expert", action)) - _clipped_mean(action, low, high)
     scores = []
     for name in columns:
         if name in df.columns:
@@ -289,15 +295,15 @@ def _temporal_check(check, action):
     demonstration's (and the expert relabels' when present)."""
     flips, expert_flips, jumps = [], [], []
     for g in _groups(df):
-        mean = _col(g, "mean_" + action)
+        mean = _col(g, _column("mean", action))
         flips.append(_flips(mean))
         jumps.append(float(np.nanmean(np.abs(np.diff(mean)))) if len(mean) > 1 else float("nan"))
         if action in EXPERT:
-            expert_flips.append(_flips(_col(g, "expert_" + action)))
+            expert_flips.append(_flips(_col(g, _column("expert", action))))
     flip = float(np.nanmean(flips)) if flips else float("nan")
     values = dict(flip_rate=flip)
-    if demo is not None and "act_" + action in demo.columns:
-        demo_flip = _flips(_col(demo, "act_" + action))
+    if demo is not None and _column("act", action) in demo.columns:
+        demo_flip = _flips(_col(demo, _column("act", action)))
         values.update(demo_flip_rate=demo_flip,
                       flip_ratio=flip / demo_flip if demo_flip and math.isfinite(demo_flip) else float("nan"))
     if expert_flips:
@@ -314,6 +320,8 @@ def _metric_generic(check):
           episodes=len(returns))
 # ---- sandbox code ends ----
 # Stand-ins (never sent): the script loads `df` and `demo` before this code, and the battery
-# sets `EXPERT` (the actions with expert relabels in the table) after it.
+# sets `EXPERT` (the actions with expert relabels in the table) and `COLUMNS` (each action's
+# column per family) after it.
 df = demo = None
 EXPERT: set = set()
+COLUMNS: dict = {}

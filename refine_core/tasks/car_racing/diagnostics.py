@@ -8,6 +8,7 @@ battery's code reads; `refine_core.analyst.offline.battery` looks this module up
 
 from __future__ import annotations
 
+from refine_core.rollout.schema import action_column
 from refine_core.tasks.spec import TaskSpec
 
 
@@ -15,7 +16,7 @@ def check_calls(spec: TaskSpec) -> list[str]:
     """The `_run(...)` lines that run this task's checks, with the column names taken from the spec."""
     tiles, ind = spec.input("tiles").columns, spec.input("indicators").columns
     bend = "np.max(np.abs(np.column_stack([" + ", ".join(f"C({tiles[k * 4 + 2]!r})" for k in range(4, 12)) + "])), axis=1)"
-    steer, gas = (f"act_{a.name}" for a in spec.actions[:2])
+    steer, gas = (action_column("act", a.name) for a in spec.actions[:2])
     return [
         f"_run('metric.car_racing', _metric_car, {tiles[0]!r}, {ind[0]!r})",
         f"_run('offtrack', _offtrack_check, {tiles[0]!r})",
