@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +105,6 @@ class AnalystConfig:
         out["api_key_set"] = self.api_key is not None
         return out
 
-    def with_overrides(self, **changes: Any) -> AnalystConfig:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 def _check(cfg: AnalystConfig) -> None:

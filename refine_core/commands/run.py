@@ -115,7 +115,7 @@ def run(args) -> int:
         config = dataclasses.replace(config, **{k: settings[k] for k in RECORDED_ANALYST_FIELDS
                                                 if settings.get(k) is not None})
     try:
-        analyst = make_analyst(name, config=config, transcript=args.transcript, task=task.spec.name,
+        analyst = make_analyst(name, config=config, transcript=args.transcript,
                                max_test_requests=loop_config.max_test_requests, replay_mode=args.replay_mode)
         if args.transcript is not None and name in ("openai", "record"):
             start_transcript(args.transcript, recording_settings(task.spec.name, task.spec.description_variant,

@@ -310,7 +310,7 @@ def offline_refinement(opts: ExperimentOptions, task: Task, out: Path) -> tuple[
             db_file.unlink()  # a fresh refinement each time, so re-runs reproduce it exactly
             for suffix in ("-wal", "-shm"):
                 Path(str(db_file) + suffix).unlink(missing_ok=True)
-        analyst = make_analyst(opts.analyst, config=load_config(), task=task.spec.name)
+        analyst = make_analyst(opts.analyst, config=load_config())
         cfg = RefineConfig(max_rounds=opts.max_rounds, eval_episodes=opts.seeds, max_steps=opts.max_steps,
                            il=opts.il, verbose=False)
         refine(task, analyst, RunDatabase(db_file), cfg)

@@ -51,11 +51,6 @@ def family_columns(columns: Iterable[str], family: str) -> list[str]:
     return [c for c in columns if str(c).startswith(head)]
 
 
-def action_of_column(column: str, family: str) -> str:
-    """The action named by a column of `family` (the inverse of `action_column`)."""
-    return column[len(action_column(family, "")):]
-
-
 def next_column(column: str) -> str:
     """The column holding observation column `column` after the step."""
     return f"{NEXT_PREFIX}{column}"

@@ -125,6 +125,5 @@ MIGRATIONS: dict[int, tuple[tuple[str, tuple], ...]] = {
     2: (("UPDATE demonstrations SET source = ? WHERE source IS NULL", (SIMULATED_EXPERT,)),),
 }
 
-ROUND_STATUSES = ("committed", "failed", "running")
 STEP_ID_COLUMNS = ID_COLUMNS
 """The steps table's key columns: the rollout table's id columns."""
