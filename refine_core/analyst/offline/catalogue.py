@@ -169,7 +169,10 @@ def template_text(task: str) -> str:
 
 
 def edit_from_data(task: str, data: dict) -> Edit:
-    """One edit of a task folder's `EDITS` as the analyst uses it."""
+    """One edit of a task folder's `EDITS` as the analyst uses it. The data: `id`,
+    `description`, the trigger's `all_of` (every condition holds: what the problem is) and
+    `any_of` (at least one holds: its symptoms), each condition `(check, key, op, threshold)`
+    on the battery's `CHECK` lines, and optionally `requires` (edits it builds on)."""
     unknown = sorted(set(data) - EDIT_KEYS)
     if unknown or not {"id", "description"} <= set(data):
         raise TemplateError(f"task {task!r}: a catalogue edit needs 'id' and 'description' and may have "

@@ -1,12 +1,6 @@
-"""The offline battery's checks for car_racing: code that runs in the sandbox.
-
-Never imported by the battery: it reads the lines between the two marker lines below as text
-(`refine_core.analyst.offline.battery`) and adds them after its own helpers
-(`refine_core/analyst/offline/battery_code.py`: `_emit`, `_run`, `_col`, `_groups`, `_on`,
-`_Missing`), which this code uses; `diagnostics.py` writes the calls. Below the second
-marker, stand-ins for those names make the file a module that ruff checks; the tests run the
-code the way the battery does (`test/test_battery_code.py`).
-"""
+"""The offline battery's own checks for the car: sandbox code, kept here so that ruff and the
+tests see it (`refine_core/analyst/offline/battery_code.py` says how such a file is read and
+sent); `diagnostics.py` writes the calls."""
 
 import math
 
@@ -91,7 +85,6 @@ def _metric_car(check, offset, speed):
           demo_return=demo_return, offtrack_frac=float(np.mean(offtrack)),
           mean_speed=float(np.mean(speeds)), steps=float(np.mean(steps)))
 # ---- sandbox code ends ----
-# Stand-ins (never sent) for what the sandbox script defines before this code: the tables
-# and the battery's helpers.
+# Stand-ins (never sent): the tables and the battery's helpers.
 df = demo = _emit = _col = _groups = _on = None
 _Missing = Exception

@@ -1,12 +1,6 @@
-"""The offline battery's checks for door_open: code that runs in the sandbox.
-
-Never imported by the battery: it reads the lines between the two marker lines below as text
-(`refine_core.analyst.offline.battery`) and adds them after its own helpers
-(`refine_core/analyst/offline/battery_code.py`: `_emit`, `_run`, `_col`, `_groups`, `_on`,
-`_Missing`), which this code uses; `diagnostics.py` writes the calls. Below the second
-marker, stand-ins for those names make the file a module that ruff checks; the tests run the
-code the way the battery does (`test/test_battery_code.py`).
-"""
+"""The offline battery's own checks for the door: sandbox code, kept here so that ruff and the
+tests see it (`refine_core/analyst/offline/battery_code.py` says how such a file is read and
+sent); `diagnostics.py` writes the calls."""
 
 import numpy as np
 
@@ -97,7 +91,6 @@ def _pull_check(check, gripper, handle, target):
     _emit(check, "FAIL" if float(np.mean(lost)) > 0.2 else "PASS", engaged_episodes=len(lost),
           lost_frac=float(np.mean(lost)), close_rate=float(np.mean(rate)), demo_close_rate=demo_rate)
 # ---- sandbox code ends ----
-# Stand-ins (never sent) for what the sandbox script defines before this code: the tables
-# and the battery's helpers.
+# Stand-ins (never sent): the tables and the battery's helpers.
 df = demo = _emit = _col = _groups = _on = None
 _Missing = Exception

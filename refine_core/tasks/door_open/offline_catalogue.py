@@ -1,12 +1,7 @@
-"""The offline analyst's catalogue for this task: pre-written structural edits of the bundled
-starter (`programs/offline_template.py` holds the starter with every edit's regions), each
-tied to the diagnostic results that call for it. Not an LLM: these edits are written here in
-advance, which is why the offline analyst's results are never evidence for the method.
-
-Plain data, which `refine_core.analyst.offline.catalogue` reads by task name: per edit its
-`id`, `description` and trigger, `all_of` (every condition holds: what the problem is) and
-`any_of` (at least one holds: its symptoms), each condition `(check, key, op, threshold)` on
-the battery's `CHECK` lines; optionally `requires` (edits it builds on)."""
+"""The offline analyst's pre-written edits of the door's starter (`programs/offline_template.py`
+holds the starter with every edit's regions), each tied to the diagnostic results that call
+for it; plain data that `refine_core.analyst.offline.catalogue` reads (its `edit_from_data`
+says the format). Not an LLM: written here in advance, so never evidence for the method."""
 
 EDITS: tuple[dict, ...] = (
     {
