@@ -32,9 +32,9 @@ from llm_replay import MODEL, refine, scripted_door_model  # noqa: E402
 FIXTURES = HERE / "fixtures" / "frozen_prompts"
 KEY = "sk-test-frozen-0123456789"
 RUNS = {
-    "door_open": ("--task", "door_open", "--rounds", "3", "--max-steps", "60", "--eval-episodes", "2",
+    "door_open": ("--task", "door_open", "--max-rounds", "3", "--max-steps", "60", "--eval-episodes", "2",
                   "--selection-episodes", "1"),
-    "car_racing": ("--task", "car_racing", "--description", "detailed", "--rounds", "2", "--max-steps", "80",
+    "car_racing": ("--task", "car_racing", "--description", "detailed", "--max-rounds", "2", "--max-steps", "80",
                    "--eval-episodes", "1", "--selection-episodes", "1"),
 }
 

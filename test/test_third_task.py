@@ -49,7 +49,7 @@ def _check_the_single_diagnosed_round(run_dir, steps: int, *, analyst_rounds_all
 @pytest.mark.timeout(600)
 def test_refine_run_offline_on_the_pendulum(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    code = main(["run", "--task", "pendulum", "--analyst", "offline", "--rounds", "3",
+    code = main(["run", "--task", "pendulum", "--analyst", "offline", "--max-rounds", "3",
                  "--max-steps", str(MAX_STEPS), "--eval-episodes", "1", "--run", str(run_dir), "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out
