@@ -134,3 +134,17 @@ def test_refine_rl_runs_one_instrumented_rl_training(tmp_path, capsys):
     assert record["rl"]["config"]["reset_budget"] == 4 and record["rl"]["updates"] == 2
     assert set(record) >= {"rl", "eval_il", "eval_final"}
     assert main(["rl", "--task", "pendulum"]) == 2 and "--program is required" in capsys.readouterr().err
+
+
+def test_a_verb_builds_only_its_own_flags_so_refine_tasks_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys\nfrom refine_core.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['tasks']) == 0\n"
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    parser = build_parser("tasks")
+    assert "--max-rounds" not in parser.format_help() and "run" in parser.format_help()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+HELP = "run the published table's conditions and write results/<task>/<date>/"
+"""The one line `refine --help` shows (without building this verb's flags)."""
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.experiment.runner import ExperimentOptions
@@ -12,7 +15,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.learn.il import ILConfig
     from refine_core.learn.rl import RLConfig
 
-    p = sub.add_parser("experiment", help="run the published table's conditions and write results/<task>/<date>/")
+    p = sub.add_parser("experiment", help=HELP)
     add_flags(p, ExperimentOptions, aliases={"max_rounds": ("--rounds",)}, settings={"rl": RLConfig, "il": ILConfig})
     p.add_argument("--foreign", type=Path, default=None, metavar="DIR",
                    help="instead of the table: fit and evaluate every *<task>.py program in DIR (programs "

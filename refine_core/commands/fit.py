@@ -9,6 +9,9 @@ from pathlib import Path
 from refine_core.cli import UserError
 from refine_core.commands._common import add_run_dir, db_path, task_or_error
 
+HELP = "fit a program to the run's demonstration (imitation learning)"
+"""The one line `refine --help` shows (without building this verb's flags)."""
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.commands.run import LOOP_ALIASES
@@ -16,7 +19,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.learn.il import ILConfig
     from refine_core.loop import RefineConfig
 
-    p = sub.add_parser("fit", help="fit a program to the run's demonstration (imitation learning)",
+    p = sub.add_parser("fit", help=HELP,
                        description="Load a structured-policy program, check it against the "
                        "contract, fit it to the run's demonstration by NLL and store the result "
                        "as a round. `--program starter` uses the task's bundled starter program.")

@@ -12,11 +12,15 @@ RL_ALIASES = {"reset_budget": ("--resets",)}
 """The flag's spelling in the RL study before it was generated from `RLConfig` (deprecated)."""
 
 
+HELP = 'one instrumented RL run of a program after IL (docs/RL.md)'
+"""The one line `refine --help` shows (without building this verb's flags)."""
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.flags import add_flags
     from refine_core.learn.rl import RLConfig
 
-    p = sub.add_parser("rl", help="one instrumented RL run of a program after IL (docs/RL.md)",
+    p = sub.add_parser("rl", help=HELP,
                        description="Record the demonstration, fit PROGRAM by IL, run RL from the IL weights printing "
                                    "every update, and evaluate the IL, final and best weights on the evaluation seeds.")
     p.add_argument("--task", default="car_racing", help="task name (see `refine tasks`)")

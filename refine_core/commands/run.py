@@ -14,13 +14,17 @@ LOOP_ALIASES = {"max_rounds": ("--rounds",), "allow_weak_isolation": ("--allow-w
 """The flags' spellings before they were generated from `RefineConfig` (deprecated, still accepted)."""
 
 
+HELP = 'run the refinement loop (generate, fit, diagnose, revise)'
+"""The one line `refine --help` shows (without building this verb's flags)."""
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.flags import add_flags
     from refine_core.learn.il import ILConfig
     from refine_core.learn.rl import RLConfig
     from refine_core.loop import RefineConfig
 
-    p = sub.add_parser("run", help="run the refinement loop (generate, fit, diagnose, revise)")
+    p = sub.add_parser("run", help=HELP)
     p.add_argument("--task", help="task name (see `refine tasks`); taken from the run when resuming, or from "
                                   "the transcript when replaying")
     p.add_argument("--description", choices=DESCRIPTION_VARIANTS, default=None,
