@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import entry_points
 
 COMMANDS = (
-    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "bench", "serve-inbox",
+    "tasks", "record", "fit", "eval", "run", "analyze", "report", "experiment", "rl", "bench", "serve-inbox",
 )
 PLUGIN_GROUP = "refine.commands"
 
@@ -31,7 +31,10 @@ class UserError(Exception):
     """Bad input a user can fix; printed as one line, exit status 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `verb`, only that verb's flags are built, and every other
+    verb that says its one-line `HELP` is listed by it alone (building a verb's flags can import
+    the configs it takes, torch among them, which `refine tasks` should not wait for)."""
     parser = argparse.ArgumentParser(
         prog="refine", description="Refine structured robot policies from one demonstration."
     )
@@ -42,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         except ImportError as exc:  # e.g. `up` on a machine without the ROS 2 client libraries
             command = sub.add_parser(name, help=f"unavailable here: {exc}")
             command.set_defaults(_run=_unavailable(name, exc))
+            continue
+        if verb is not None and name != verb and hasattr(module, "HELP"):
+            sub.add_parser(name, help=module.HELP)
             continue
         command = module.add_parser(sub)
         command.set_defaults(_run=module.run)
@@ -56,7 +62,9 @@ def _unavailable(name: str, exc: ImportError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verb = next((a for a in argv if not a.startswith("-")), "")  # "": `refine --help` lists the verbs
+    args = build_parser(verb).parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except UserError as exc:

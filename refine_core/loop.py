@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from refine_core.analyst.base import Analyst, Conversation, Decision, DiagnosticsAnswer, LLMCall
+from refine_core.analyst.prompts import DEFAULT_MAX_TEST_REQUESTS
 from refine_core.backends import (
     EpisodeRunner,
     FitOutcome,
@@ -40,14 +41,14 @@ from refine_core.backends import (
 )
 from refine_core.rollout.demo import Demonstration, DemonstrationError, record_demonstration
 from refine_core.rollout.plan import episode_plan
-from refine_core.rollout.schema import RolloutSchema
+from refine_core.rollout.schema import RolloutSchema, analyst_renames
 from refine_core.sandbox import SandboxResult, run_diagnostics
 from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store import records
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import RoundRecord
 from refine_core.tasks.base import Task
-from refine_core.tasks.spec import TaskSpec, analyst_renames
+from refine_core.tasks.spec import TaskSpec
 
 ACTION_MODES = ("mean", "sample")
 DEMONSTRATION_SOURCES = ("expert", "recorded")
@@ -59,8 +60,9 @@ class RefineConfig:
     """Outer-loop rounds."""
     max_attempts: int = 5
     """Build/fit attempts per round before the round is given up with a recorded error."""
-    max_test_requests: int = 5
-    """'More tests' answers executed per round before the analyst must revise or stop."""
+    max_test_requests: int = DEFAULT_MAX_TEST_REQUESTS
+    """'More tests' answers executed per round before the analyst must revise or stop (the
+    revision prompt states the same cap)."""
     diagnostic_episodes: int = 1
     """Episodes whose step table the diagnostics read: one diagnostic rollout per round, as
     published (9 calls and 4 resets for 3 revisions)."""
@@ -69,13 +71,13 @@ class RefineConfig:
     the diagnostic ones. 0: the best round is chosen on the diagnostic episodes alone."""
     eval_episodes: int = 10
     """Episodes on unseen evaluation seeds, reported only."""
-    action_mode: str = "mean"
+    action_mode: str = field(default="mean", metadata={"choices": ACTION_MODES})
     """'mean' executes the Gaussian's mean, 'sample' a seeded draw from it."""
     expert_labels: bool = False
     """Relabel every rollout state with the scripted expert's action (`expert_*` columns).
     Privileged information the published method does not have: off unless asked for, and
     impossible on a robot."""
-    demonstration: str = "expert"
+    demonstration: str = field(default="expert", metadata={"choices": DEMONSTRATION_SOURCES})
     """'expert': record the task's scripted expert when the run has no demonstration yet;
     'recorded': only ever use a demonstration already in the run and never the simulated
     expert's (robots: one teleoperated on the robot)."""

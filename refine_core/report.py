@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from refine_core.analyst.labels import analyst_label, expert_label, expert_setting  # noqa: E402
+from refine_core.rollout.schema import action_column, family_columns, info_name, is_latent  # noqa: E402
 from refine_core.store.db import RunDatabase  # noqa: E402
 
 
@@ -75,19 +76,19 @@ def traces_plot(table: pd.DataFrame, action_names: list[str]) -> str | None:
     if table.empty:
         return None
     ep = table[table["episode"] == table["episode"].min()].sort_values("step")
-    latents = [c for c in ep.columns if c.startswith("latent_")][:6]
-    acts = [c for c in (f"act_{a}" for a in action_names) if c in ep]
-    experts = [c for c in (f"expert_{a}" for a in action_names) if c in ep]
+    latents = [c for c in ep.columns if is_latent(c)][:6]
+    acts = [c for c in (action_column("act", a) for a in action_names) if c in ep]
+    experts = [c for c in (action_column("expert", a) for a in action_names) if c in ep]
     fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     for c in latents:
-        axes[0].plot(ep["step"], ep[c], label=c.removeprefix("latent_"))
+        axes[0].plot(ep["step"], ep[c], label=info_name(c))
     axes[0].set_title("latents")
     for i, name in enumerate(action_names):  # one colour per action: policy solid, expert dashed
         colour = f"C{i}"
-        if f"act_{name}" in acts:
-            axes[1].plot(ep["step"], ep[f"act_{name}"], color=colour, label=name)
-        if f"expert_{name}" in experts:
-            axes[1].plot(ep["step"], ep[f"expert_{name}"], "--", color=colour, alpha=0.6)
+        if action_column("act", name) in acts:
+            axes[1].plot(ep["step"], ep[action_column("act", name)], color=colour, label=name)
+        if action_column("expert", name) in experts:
+            axes[1].plot(ep["step"], ep[action_column("expert", name)], "--", color=colour, alpha=0.6)
     axes[1].set_title("executed (solid) and expert-relabel (dashed) actions" if experts
                       else "executed actions")
     axes[1].set_xlabel("step")
@@ -150,7 +151,7 @@ def _expert_seen(view: RunView, table: pd.DataFrame) -> bool | None:
         return recorded
     if table.empty:
         return None
-    experts = [c for c in table.columns if c.startswith("expert_")]
+    experts = family_columns(table.columns, "expert")
     return bool(experts) and bool(table[experts].notna().any().any())
 
 

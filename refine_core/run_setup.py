@@ -66,9 +66,12 @@ def recording_settings(task_name: str, description: str, config: RefineConfig, a
     return settings
 
 
-def replayed(value: Any, settings: Mapping[str, Any] | None, key: str, default: Any) -> Any:
-    """An explicit value if given (not None), else the recorded one, else the default."""
-    if value is not None:
-        return value
-    recorded = (settings or {}).get(key)
-    return default if recorded is None else recorded
+def loop_settings(values: Mapping[str, Any], settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`RefineConfig` keyword arguments: `values` (given explicitly), and for each recorded field
+    not given, the recorded run's value (`settings`, a transcript's first line) when it has one;
+    everything else keeps the dataclass's default."""
+    out = dict(values)
+    for key in RECORDED_LOOP_FIELDS:
+        if key not in out and (settings or {}).get(key) is not None:
+            out[key] = settings[key]
+    return out

@@ -5,7 +5,7 @@ Two directions, both pure functions:
 - the task observation <-> the values of a counted vector, in `spec.observation_columns`
   order (what travels on `refine/observation`), so a policy sees the same numbers whether they
   came from MuJoCo, Box2D or a robot's driver topics;
-- a task's *scene* (`Task.scene(env)`: named poses, joints, odometry, paths) -> typed ROS
+- a task's *scene* (`TaskView.scene(env)`: named poses, joints, odometry, paths) -> typed ROS
   messages (PoseStamped, JointState, Odometry, Path) on the topics refine_ros.scene_topics
   names (docs/ROS_INTERFACES.md lists what each bundled task publishes).
 """

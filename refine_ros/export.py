@@ -5,8 +5,8 @@ Why it is built this way:
   layout (`refine/observation`, `refine/action`, `refine/policy_step`, `refine/reward`,
   `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
   RViz as if the robot were running. Whatever the task can draw from a logged observation
-  alone (`Task.scene_from_observation`: the door's gripper, handle and target poses, the
-  pendulum's joint and shapes) goes out on the same typed topics as live (named by
+  alone (`refine_core.tasks.view.TaskView.scene_from_observation`: the door's gripper, handle
+  and target poses, the pendulum's joint and shapes) goes out on the same typed topics as live (named by
   refine_ros.scene_topics), which Foxglove and RViz draw without any plugin.
 - Messages are written as plain dicts through `mcap_ros2.writer.Writer`, with message
   definitions assembled from the installed `.msg` files, so exporting needs neither rclpy nor
@@ -34,6 +34,7 @@ from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.store.records import best_committed_round
 from refine_core.tasks.base import Task
 from refine_core.tasks.registry import get_task
+from refine_core.tasks.view import TaskView
 from refine_ros import scene_topics
 
 EPISODE_PAUSE_S = 1.0
@@ -185,7 +186,7 @@ def export_mcap(db_path: str | Path, mcap_path: str | Path, round_: str | int = 
 
 
 def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, episodes: pd.DataFrame) -> None:
-    spec = task.spec
+    spec, view = task.spec, TaskView(task)
     period_ns = int(spec.control_period_s * 1e9)
     obs_cols = [c for c in spec.observation_columns if c in steps.columns]
     act_cols = [f"act_{a}" for a in spec.action_names]
@@ -216,7 +217,7 @@ def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, ep
                       counted(number, step, _finite(row[c] for c in step_cols), "policy_step"), ns)
             if "reward" in row:
                 write("refine/reward", vector, counted(number, step, _finite([row["reward"], row.get("done", 0)])), ns)
-            scene = task.scene_from_observation({c: _number(row[c]) for c in obs_cols})
+            scene = view.scene_from_observation({c: _number(row[c]) for c in obs_cols})
             if scene is not None:
                 for topic, (datatype, message) in scene_topics.message_dicts(scene, ns, FRAME).items():
                     write(topic, datatype, message, ns)

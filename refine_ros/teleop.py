@@ -7,6 +7,10 @@ workspace box, watchdog, e-stop). Both publish *nothing* while the operator is n
 (dead-man button released, no key held): the safety node's watchdog then commands its stop,
 and a policy running at the same time is not pre-empted by an idle operator.
 
+Each task's standard maps are plain data in its folder (`refine_core/tasks/<task>/teleop.py`:
+`GAMEPAD`, `KEYS`, `LATCHED_KEYS`, `REST`, `KEYS_HELP`), looked up here by task name, so a new
+task brings its own and this module never names one.
+
 Gamepad: `JoyMap` maps Joy axes onto actions, `action = offset + scale * axis` (sticks inside
 `deadzone` read 0). The standard maps assume the ROS `joy` package's `game_controller_node`
 (SDL game-controller layout: axes 0 left stick x, 1 left stick y, 2 right stick x, 3 right
@@ -14,7 +18,7 @@ stick y, 4 left trigger, 5 right trigger; sticks +1 left / up, triggers 0 releas
 pressed; buttons 0 A, 1 B, 2 X, 3 Y, 4 back, 6 start, 9 left shoulder). Another layout or
 another device: set the node's `axes`, `scales`, `offsets` and button parameters.
 
-Keyboard: `KEYMAPS` binds keys to an action axis and a value. A motion key holds its value for
+Keyboard: a `KeyMap` binds keys to an action axis and a value. A motion key holds its value for
 `hold_s` after its last press (a held key auto-repeats, so holding keeps moving and letting go
 stops within `hold_s`); a latched key (the door gripper) keeps its value until another latched
 key of that axis.
@@ -27,10 +31,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from refine_core.tasks.registry import task_part
 from refine_core.tasks.spec import TaskSpec
+
+TASK_PART = "teleop"
+"""The task folder's module holding its standard maps."""
 
 # ---------------------------------------------------------------------------------------- gamepad
 LEFT_X, LEFT_Y, RIGHT_X, RIGHT_Y, TRIGGER_LEFT, TRIGGER_RIGHT = range(6)
+AXES = {"left_x": LEFT_X, "left_y": LEFT_Y, "right_x": RIGHT_X, "right_y": RIGHT_Y,
+        "trigger_left": TRIGGER_LEFT, "trigger_right": TRIGGER_RIGHT}
+"""The axis names a task folder's `GAMEPAD` uses (None: no axis, the action is its offset)."""
 BUTTON_A, BUTTON_B, BUTTON_X, BUTTON_Y, BUTTON_BACK, BUTTON_GUIDE, BUTTON_START = range(7)
 BUTTON_LEFT_SHOULDER = 9
 
@@ -70,19 +81,17 @@ class JoyMap:
         return np.clip(values, spec.action_low, spec.action_high)
 
 
-STANDARD_JOY_MAPS: dict[str, JoyMap] = {
-    # dx: left stick right, dy: left stick forward, dz: right stick up; the gripper follows the
-    # right trigger: released 1 (open), pressed 0 (closed)
-    "door_open": JoyMap(axes=(LEFT_X, LEFT_Y, RIGHT_Y, TRIGGER_RIGHT), scales=(-1.0, 1.0, 1.0, 1.0),
-                        offsets=(0.0, 0.0, 0.0, 1.0)),
-    # steer: left stick (negative steer is left, the stick's left is +1); gas: right trigger;
-    # brake: left trigger (triggers read 0 released, -1 pressed)
-    "car_racing": JoyMap(axes=(LEFT_X, TRIGGER_RIGHT, TRIGGER_LEFT), scales=(-1.0, -1.0, -1.0),
-                         offsets=(0.0, 0.0, 0.0)),
-    # torque: left stick, full deflection = the task's largest torque
-    "pendulum": JoyMap(axes=(LEFT_X,), scales=(-2.0,), offsets=(0.0,)),
-}
-"""The standard gamepad map of each bundled task (game_controller_node layout)."""
+def standard_joy_map(spec: TaskSpec) -> JoyMap | None:
+    """The task's standard gamepad map, from its folder's `GAMEPAD` ({action: (axis name or
+    None, scale, offset)}, every action named); None when the folder has none."""
+    data = getattr(task_part(spec.name, TASK_PART), "GAMEPAD", None)
+    if data is None:
+        return None
+    if set(data) != set(spec.action_names):
+        raise ValueError(f"{spec.name}'s GAMEPAD names {sorted(data)}; its actions are {list(spec.action_names)}")
+    rows = [data[name] for name in spec.action_names]
+    return JoyMap(tuple(-1 if axis is None else AXES[axis] for axis, _, _ in rows),
+                  tuple(float(scale) for _, scale, _ in rows), tuple(float(offset) for _, _, offset in rows))
 
 
 def joy_map_for(spec: TaskSpec, axes: Sequence[int] = (), scales: Sequence[float] = (),
@@ -90,10 +99,10 @@ def joy_map_for(spec: TaskSpec, axes: Sequence[int] = (), scales: Sequence[float
     """The node's map: the three parameters when given (all three), else the task's standard map."""
     if axes or scales or offsets:
         joy = JoyMap(tuple(int(a) for a in axes), tuple(float(s) for s in scales), tuple(float(o) for o in offsets))
-    elif spec.name in STANDARD_JOY_MAPS:
-        joy = STANDARD_JOY_MAPS[spec.name]
     else:
-        raise ValueError(f"task {spec.name!r} has no standard gamepad map; set axes, scales and offsets")
+        joy = standard_joy_map(spec)
+        if joy is None:
+            raise ValueError(f"task {spec.name!r} has no standard gamepad map; set axes, scales and offsets")
     joy.check(spec)
     return joy
 
@@ -129,19 +138,23 @@ class KeyMap:
     help: str
 
 
-KEYMAPS: dict[str, KeyMap] = {
-    "door_open": KeyMap(
-        keys={"d": Key(0, 1.0), "a": Key(0, -1.0), "w": Key(1, 1.0), "s": Key(1, -1.0), "r": Key(2, 1.0),
-              "f": Key(2, -1.0), "o": Key(3, 1.0, latch=True), "c": Key(3, 0.0, latch=True)},
-        rest=(0.0, 0.0, 0.0, 1.0),
-        help="a/d: -x/+x   w/s: +y/-y (away/toward)   r/f: up/down   o/c: open/close the gripper"),
-    "car_racing": KeyMap(
-        keys={"a": Key(0, -1.0), "d": Key(0, 1.0), "w": Key(1, 1.0), "s": Key(2, 1.0)},
-        rest=(0.0, 0.0, 0.0),
-        help="a/d: steer left/right   w: gas   s: brake"),
-    "pendulum": KeyMap(keys={"a": Key(0, -2.0), "d": Key(0, 2.0)}, rest=(0.0,), help="a/d: torque -/+"),
-}
-"""The standard keys of each bundled task."""
+def keymap_for(spec: TaskSpec) -> KeyMap:
+    """The task's standard keys, from its folder's `KEYS` and `LATCHED_KEYS` ({key: (action,
+    value)}), `REST` ({action: value} with no key held; others 0) and `KEYS_HELP`; ValueError
+    when the folder has none."""
+    data = task_part(spec.name, TASK_PART)
+    if getattr(data, "KEYS", None) is None:
+        raise ValueError(f"task {spec.name!r} has no keys (its folder has no teleop.py with KEYS)")
+    names = list(spec.action_names)
+    bound = {**{k: (a, v, False) for k, (a, v) in data.KEYS.items()},
+             **{k: (a, v, True) for k, (a, v) in getattr(data, "LATCHED_KEYS", {}).items()}}
+    unknown = sorted({a for a, _, _ in bound.values()} - set(names))
+    if unknown:
+        raise ValueError(f"{spec.name}'s keys name no action {unknown}; its actions are {names}")
+    rest = getattr(data, "REST", {})
+    return KeyMap(keys={k: Key(names.index(a), float(v), latch=latch) for k, (a, v, latch) in bound.items()},
+                  rest=tuple(float(rest.get(name, 0.0)) for name in names), help=str(getattr(data, "KEYS_HELP", "")))
+
 
 CONTROL_KEYS: dict[str, str] = {
     " ": "halt", "x": "estop", "u": "rearm", "1": "start", "2": "stop", "y": "keep", "n": "discard", "q": "quit",

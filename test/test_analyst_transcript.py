@@ -205,4 +205,4 @@ def test_factory_offline_when_available():
         pytest.skip("refine_core.analyst.offline does not define OfflineAnalyst yet")
     analyst = make_analyst("offline", config=AnalystConfig())
     assert analyst.is_llm is False and analyst.name == "offline"
-    assert make_analyst("offline", config=AnalystConfig(), task="door_open").is_llm is False
+    assert make_analyst("offline", config=AnalystConfig()).is_llm is False

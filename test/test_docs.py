@@ -134,6 +134,7 @@ def _scene_topics() -> frozenset[str]:
     """The typed topics the sim node publishes for every registered task: refine_ros's naming
     rule applied to a real scene of each task."""
     from refine_core.tasks import get_task, task_names
+    from refine_core.tasks.view import TaskView
     from refine_ros.scene_topics import scene_topics
 
     topics: set[str] = set()
@@ -142,7 +143,7 @@ def _scene_topics() -> frozenset[str]:
         env = task.make_env()
         try:
             env.reset(seed=0)
-            topics |= set(scene_topics(task.scene(env)))
+            topics |= set(scene_topics(TaskView(task).scene(env)))
         finally:
             env.close()
     return frozenset(topics)

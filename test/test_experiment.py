@@ -59,17 +59,17 @@ def test_ray_jobs_reproduce_the_local_numbers(tmp_path):
 
 
 def test_rl_settings_are_rlconfig_fields_and_the_mlp_keeps_the_published_step_by_default():
-    from refine_core.experiment.runner import (
-        ExperimentOptions,
-        ExperimentSetupError,
-        parse_rl_settings,
-        rl_config,
-    )
+    from refine_core.cli import build_parser
+    from refine_core.experiment.runner import ExperimentOptions, ExperimentSetupError, rl_config
+
+    def parse_rl_settings(items: list[str]) -> dict:
+        argv = ["experiment", "--task", "car_racing", *(a for item in items for a in ("--rl-set", item))]
+        return ExperimentOptions.from_args(build_parser().parse_args(argv)).rl
 
     mlp_program, refined = PROGRAMS[0], PROGRAMS[2]
     settings = parse_rl_settings(["std_scale=0.25", 'param_lr={"log_std": 0}', "checkpoint=final"])
     assert settings == {"std_scale": 0.25, "param_lr": {"log_std": 0}, "checkpoint": "final"}
-    with pytest.raises(ValueError, match="FIELD=VALUE"):
+    with pytest.raises(ValueError, match="not a RLConfig field"):
         parse_rl_settings(["learning_rate=0.1"])
     opts = ExperimentOptions(task="car_racing", rl={"std_scale": 0.5})
     mlp = rl_config(mlp_program, 400, opts)
@@ -185,6 +185,6 @@ def test_a_run_from_a_given_program_has_a_start_row_standing_for_no_published_fi
     assert "start program (file mine.py (abc))" in start.label
     assert (refined.role, refined.source, refined.calls, refined.resets) == (
         "refined", "PROGRAM B", 4, {"diagnostic": 2, "selection": 6})
-    from refine_core.experiment.conditions import PUBLISHED_CAR
+    from refine_core.tasks.car_racing.published import RESULTS as PUBLISHED_CAR
 
     assert all(PUBLISHED_CAR.get(c.published_key) is None for c in conditions([start], 400, 2000))

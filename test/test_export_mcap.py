@@ -117,7 +117,7 @@ def pendulum_run(tmp_path_factory):
     """One committed round of real pendulum rollouts (the task's own starter program)."""
     path = tmp_path_factory.mktemp("export_pendulum") / "run.db"
     task = get_task("pendulum")
-    policy = PolicyBundle(task.starter_program(), {}).build(task.spec)
+    policy = PolicyBundle(starter_program("pendulum"), {}).build(task.spec)
     with RunDatabase(path) as db:
         run_id = db.create_run("pendulum", analyst="offline")
         db.save_round(run_id, 0, status="committed", program="# program", selection_metric=-100.0)

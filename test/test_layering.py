@@ -92,3 +92,116 @@ def test_the_database_is_reached_only_through_refine_core_store():
                 if sql.search(line):
                     offending.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
     assert not offending, "\n".join(offending)
+
+
+# ---- every internal import resolves ---------------------------------------------------------------
+REPO = Path(refine_core.__file__).resolve().parents[1]
+INTERNAL = ("refine_core", "refine_ros")
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of an internal module (a package's __init__.py), without importing it."""
+    base = REPO.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """What a module binds at its top level: definitions, assignments and imports (a name bound
+    inside an `if`/`try` at the top counts)."""
+    names: set[str] = set()
+
+    def bind(target: ast.AST) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    bind(target)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                bind(node.target)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for part in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, part, []) or [])
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+    visit(ast.parse(path.read_text()).body)
+    return names
+
+
+def unresolved_imports(path: Path, package: str | None = None) -> list[str]:
+    """Internal imports in `path` (at any depth) naming a module or attribute that does not exist;
+    `package`: the one `path` belongs to (default: from where it lies in the repository)."""
+    if package is None:
+        package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                module = ".".join(parts[:len(parts) - node.level + 1] + ([module] if module else []))
+            targets = [(module, a.name) for a in node.names]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+            targets = [(str(node.args[0].value), None)]
+        else:
+            continue
+        for module, attribute in targets:
+            if module.split(".")[0] not in INTERNAL:
+                continue
+            where = f"{path.name}:{node.lineno}"
+            found = _module_file(module)
+            if found is None:
+                bad.append(f"{where} no module {module}")
+            elif attribute not in (None, "*") and _module_file(f"{module}.{attribute}") is None \
+                    and attribute not in _top_level_names(found):
+                bad.append(f"{where} {module} has no {attribute}")
+    return bad
+
+
+def test_every_internal_import_resolves_to_a_module_or_attribute():
+    """Lazy imports inside functions run only when that code path does; a moved or deleted
+    module or name must fail here, not in the one run that reaches it."""
+    paths = [p for package in INTERNAL for p in sorted((REPO / package).rglob("*.py"))]
+    paths += sorted((REPO / "test").glob("*.py")) + sorted((REPO / "launch").glob("*.py"))
+    bad = [hit for p in paths for hit in unresolved_imports(p)]
+    assert not bad, "\n".join(bad)
+    assert len(paths) > 150
+
+
+def test_entry_points_name_real_modules_and_attributes():
+    from importlib.metadata import entry_points
+
+    bad = []
+    for group in ("console_scripts", "refine.commands", "refine.benchmarks"):
+        for entry in entry_points(group=group):
+            module, _, attribute = entry.value.partition(":")
+            if module.split(".")[0] not in INTERNAL:
+                continue
+            found = _module_file(module)
+            if found is None or (attribute and attribute.split(".")[0] not in _top_level_names(found)):
+                bad.append(f"{group} {entry.name} = {entry.value}")
+    assert not bad, bad
+
+
+def test_the_import_check_finds_a_missing_module_and_a_missing_name(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from refine_core.rollout.schema import no_such_name\n"
+                     "    import refine_core.no_such_module\n    from .rollout import schema\n"
+                     "    from refine_core.rollout import schema as s2\n    from .nowhere import x\n")
+    assert unresolved_imports(probe, package="refine_core") == [
+        "probe.py:2 refine_core.rollout.schema has no no_such_name",
+        "probe.py:3 no module refine_core.no_such_module",
+        "probe.py:6 no module refine_core.nowhere"]

@@ -30,7 +30,7 @@ def test_a_recorded_llm_run_replays_exactly_and_sequentially_under_step_caps(tmp
     live = tmp_path / "live"
     with FakeOpenAIServer(responder=scripted_door_model(), model=MODEL, api_key=KEY) as server:
         done = refine("run", "--task", "door_open", "--analyst", "openai", "--transcript", str(run / "transcript.jsonl"),
-                      "--run", str(live), "--rounds", "3", "--max-steps", "60", "--eval-episodes", "2",
+                      "--run", str(live), "--max-rounds", "3", "--max-steps", "60", "--eval-episodes", "2",
                       "--selection-episodes", "1", "--quiet",
                       env={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": server.base_url, "REFINE_MODEL": MODEL})
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -19,7 +19,7 @@ def test_make_demo_replays_a_recorded_llm_refinement_through_the_ros_graph(tmp_p
     recorded = tmp_path / "recorded"
     with FakeOpenAIServer(responder=scripted_door_model(), model=MODEL) as server:
         done = refine("run", "--task", "door_open", "--analyst", "openai", "--transcript",
-                      str(recorded / "transcript.jsonl"), "--run", str(recorded), "--rounds", "3", "--max-steps", "40",
+                      str(recorded / "transcript.jsonl"), "--run", str(recorded), "--max-rounds", "3", "--max-steps", "40",
                       "--eval-episodes", "2", "--selection-episodes", "1", "--quiet",
                       env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": server.base_url, "REFINE_MODEL": MODEL})
     assert done.returncode == 0, done.stderr[-2000:]

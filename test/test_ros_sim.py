@@ -23,6 +23,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
 from refine_core.tasks import get_task, task_names  # noqa: E402
+from refine_core.tasks.view import TaskView  # noqa: E402
 from refine_ros import qos  # noqa: E402
 from refine_ros.messages import pack_vector, unpack_vector  # noqa: E402
 from refine_ros.nodes.sim_node import SimNode  # noqa: E402
@@ -43,7 +44,7 @@ def scene_topic_types(name: str) -> dict[str, type]:
     env = task.make_env()
     try:
         env.reset(seed=0)
-        return topic_types(task.scene(env))
+        return topic_types(TaskView(task).scene(env))
     finally:
         env.close()
 
@@ -152,7 +153,7 @@ def test_door_urdf_kinematics_match_mujoco():
         expert = task.expert(env)
         for _ in range(160):  # reach, grasp and start pulling the door
             obs, *_ = env.step(expert(obs))
-        joints = scene_messages(task.scene(env), Time())["joint_states"]
+        joints = scene_messages(TaskView(task).scene(env), Time())["joint_states"]
         positions = dict(zip(joints.name, joints.position, strict=True))
         assert positions["door_hinge"] < -0.05  # the door is really open a little
         poses = urdf_forward_kinematics(ROOT / "urdf" / "door_scene.urdf", positions)
@@ -164,7 +165,7 @@ def test_door_urdf_kinematics_match_mujoco():
         # the door marker sits on the panel RViz draws from the URDF
         from refine_ros.markers import Trail, scene_markers
 
-        panel = [m for m in scene_markers(task.scene(env), Trail(), Time()).markers
+        panel = [m for m in scene_markers(TaskView(task).scene(env), Trail(), Time()).markers
                  if m.ns == "door"][0].pose.position
         expected = poses["door"] @ np.array([0.185, 0.0, 0.0, 1.0])
         assert [panel.x, panel.y, panel.z] == pytest.approx(expected[:3], abs=2e-3)
@@ -259,11 +260,11 @@ def test_every_registered_task_runs_in_lockstep_with_its_scene(ros, name):
         assert all(len(v.values) == len(task.spec.observation_columns) for v in h.got["obs"])
         for topic in h.typed_topics:
             assert count(topic) == 9, topic
-        scene = task.scene(h.sim.env)
+        scene = TaskView(task).scene(h.sim.env)
         drawn = {m.ns for array in h.got["markers"] for m in array.markers}
         assert {s.ns for s in scene.shapes} <= drawn
         assert ("trail" in drawn) == (scene.trail is not None)
-        assert {s.ns for s in task.static_shapes(h.sim.env)} <= drawn
+        assert {s.ns for s in TaskView(task).static_shapes(h.sim.env)} <= drawn
         assert h.wait(lambda: any(e["event"] == "end" for e in h.got["events"]), 5.0)  # its own topic
         end = [e for e in h.got["events"] if e["event"] == "end"][-1]
         assert end["task"] == name and end["steps"] == 8.0 and "metric" in end

@@ -99,7 +99,7 @@ def test_refine_run_from_a_given_program_records_its_start_and_writes_the_summar
     start.write_text(program)
     run_dir = tmp_path / "run"
     assert main(["run", "--task", "door_open", "--analyst", "offline", "--start", str(start), "--run", str(run_dir),
-                 "--rounds", "1", "--eval-episodes", "2", "--selection-episodes", "1", "--max-steps", "30",
+                 "--max-rounds", "1", "--eval-episodes", "2", "--selection-episodes", "1", "--max-steps", "30",
                  "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "task description: published" in out

@@ -8,9 +8,8 @@ import pytest
 
 from refine_core.analyst import prompts
 from refine_core.loop import analyst_table
-from refine_core.rollout.schema import RolloutSchema
+from refine_core.rollout.schema import RolloutSchema, analyst_renames
 from refine_core.tasks.registry import UnknownDescriptionError, get_task
-from refine_core.tasks.spec import analyst_renames
 
 
 def _words(text: str) -> str:

@@ -2,13 +2,13 @@
 line of the registry, its env passes Gymnasium's checker and documents itself in Gymnasium's
 sections, its expert acts inside the action space, its scene is stable from step to step and
 agrees with what a logged row alone says, its starter program builds under the contract, and
-its diagnostic features evaluate on a real rollout table. Also: the ROS glue that draws tasks
-has no per-task branch."""
+its diagnostic features evaluate on a real rollout table. The `Task` is the simulation contract
+only; what viewers, the offline analyst and teleop need comes from optional modules of the
+folder, found by task name. Also: the ROS glue that draws tasks has no per-task branch."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import importlib
 from pathlib import Path
 
@@ -19,10 +19,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from refine_core.policy.contract import build_policy
-from refine_core.policy.programs import starter_program as bundled_starter
+from refine_core.policy.programs import find_starter
 from refine_core.tasks import get_task, registry, task_names
-from refine_core.tasks.base import _load
+from refine_core.tasks.base import Task, _load
+from refine_core.tasks.registry import task_part
 from refine_core.tasks.scene import Scene, Shape
+from refine_core.tasks.view import TaskView
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = task_names()
@@ -36,13 +38,14 @@ def _rollout(task, steps: int = 40, seed: int | None = None):
     env = task.make_env()
     obs, _ = env.reset(seed=task.spec.demo_seed if seed is None else seed)
     expert = task.expert(env)
-    observations, scenes = [obs], [task.scene(env)]
+    view = TaskView(task)
+    observations, scenes = [obs], [view.scene(env)]
     for _ in range(steps):
         action = expert(obs)
         assert env.action_space.contains(np.asarray(action, dtype=env.action_space.dtype)), action
         obs, _, term, trunc, _ = env.step(action)
         observations.append(obs)
-        scenes.append(task.scene(env))
+        scenes.append(view.scene(env))
         if term or trunc:
             break
     return env, observations, scenes
@@ -97,7 +100,7 @@ def test_expert_acts_in_bounds_and_the_scene_keeps_its_shape(name):
             assert (scene.trail is None) == (first.trail is None)
         moving = [s.trail.position for s in scenes if s.trail is not None]
         assert not moving or len(set(moving)) > 1, "the followed point moves with the expert"
-        assert all(isinstance(s, Shape) for s in task.static_shapes(env))
+        assert all(isinstance(s, Shape) for s in TaskView(task).static_shapes(env))
     finally:
         env.close()
 
@@ -108,7 +111,7 @@ def test_scene_from_a_logged_row_agrees_with_the_live_scene(name):
     env, observations, scenes = _rollout(task, steps=20)
     env.close()
     for obs, live in zip(observations[-3:], scenes[-3:], strict=True):
-        logged = task.scene_from_observation(task.observation_row(obs))
+        logged = TaskView(task).scene_from_observation(task.observation_row(obs))
         if logged is None:
             continue
         assert logged.poses.keys() <= live.poses.keys()
@@ -118,35 +121,38 @@ def test_scene_from_a_logged_row_agrees_with_the_live_scene(name):
             assert logged.joints.names == live.joints.names
             assert logged.joints.positions == pytest.approx(live.joints.positions, abs=1e-5)
     if name == "car_racing":  # the car's tiles say nothing about where it is in the world
-        assert task.scene_from_observation(task.observation_row(observations[0])) is None
+        assert TaskView(task).scene_from_observation(task.observation_row(observations[0])) is None
 
 
 @pytest.mark.parametrize("name", TASKS)
 def test_starter_program_is_found_and_builds_under_the_contract(name):
     task = get_task(name)
-    source = task.starter_program()
+    source = find_starter(name)
     assert source, f"{name} has no starter program"
     build_policy(source, task.spec)
-    in_folder = ROOT / Path(*type(task).__module__.split(".")[:-1]) / "programs" / "starter.py"
-    if in_folder.is_file():
-        assert source == in_folder.read_text()
-    else:  # the car and door starters still live with the offline analyst's programs
-        assert source == bundled_starter(name)
+    assert source == (ROOT / Path(*registry.task_package(name).split(".")) / "programs" / "starter.py").read_text()
 
 
-def test_a_task_with_no_starter_anywhere_gets_none():
-    """Neither a `programs/starter.py` beside its class nor a bundled program of its name:
-    the hook answers None (an analyst with a model has to write the first program)."""
-    pendulum = get_task("pendulum")
+def test_the_task_is_the_simulation_contract_only():
+    """What only one user needs is not on the Task: viewers, the offline analyst and teleop
+    find it in the task folder's optional modules by task name."""
+    members = ({n for n in vars(Task) if not n.startswith("__")} | set(Task.__annotations__)) - {"_abc_impl"}
+    assert members == {"spec", "description_variants", "make_env", "expert", "split_observation",
+                       "observation_row", "episode_summary"}
+    for name in TASKS:
+        assert task_part(name, "scene") is not None and task_part(name, "teleop") is not None
+        assert task_part(name, "no_such_part") is None
+    assert task_part("door_open", "offline_catalogue") is not None and task_part("pendulum", "offline_catalogue") is None
+    with pytest.raises(registry.UnknownTaskError):
+        task_part("moon_landing", "scene")
 
-    class Bare(type(pendulum)):
-        pass
 
-    bare = Bare()
-    bare.spec = dataclasses.replace(pendulum.spec, name="bare")
-    assert Bare.__module__ == __name__  # not a task folder
-    assert bare.starter_program() is None
-    assert pendulum.starter_program() is not None
+def test_a_task_with_no_starter_gets_none():
+    """An unknown task, or a folder without `programs/starter.py`, has no starter: an analyst
+    with a model has to write the first program."""
+    assert find_starter("moon_landing") is None
+    assert registry.task_file("pendulum", "programs/no_such_program.py") is None
+    assert find_starter("pendulum") is not None
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -159,7 +165,7 @@ def test_diagnostic_features_evaluate_on_a_real_rollout_table(name):
     from refine_core.loop import analyst_table
 
     table = analyst_table(task.spec, pd.DataFrame([task.observation_row(o) for o in observations]))
-    features = task.diagnostic_features()
+    features = task_part(name, "diagnostics").features(task.spec.for_analyst())
     assert features, f"{name} offers no features for the battery's hot spots"
     for feature, expression in features.items():
         values = eval(expression, {"np": np, "C": lambda column: table[column].to_numpy()})  # noqa: S307

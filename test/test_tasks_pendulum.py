@@ -16,9 +16,11 @@ from gymnasium.utils.env_checker import check_env
 from urdf_kinematics import urdf_forward_kinematics
 
 from refine_core.policy.contract import build_policy
+from refine_core.policy.programs import starter_program
 from refine_core.tasks import get_task
 from refine_core.tasks.pendulum.env import PendulumSemantic, wrap_angle
 from refine_core.tasks.pendulum.expert import energy
+from refine_core.tasks.view import TaskView
 
 ROOT = Path(__file__).resolve().parents[1]
 DT = 0.05
@@ -205,7 +207,7 @@ def test_starter_program_follows_the_contract_and_balances_near_upright():
     import torch
 
     task = get_task("pendulum")
-    policy = build_policy(task.starter_program(), task.spec)
+    policy = build_policy(starter_program("pendulum"), task.spec)
     env = PendulumSemantic()
 
     def act(obs):
@@ -229,7 +231,7 @@ def test_scene_matches_the_urdf_rviz_draws(env):
     task = get_task("pendulum")
     for angle in (0.0, 0.7, -1.9, 3.0):
         _place(env, angle, 0.5)
-        scene = task.scene(env)
+        scene = TaskView(task).scene(env)
         assert scene.joints.names == ("pendulum_joint",)
         assert scene.joints.positions == pytest.approx((wrap_angle(angle),))
         poses = urdf_forward_kinematics(ROOT / "urdf" / "pendulum.urdf",
@@ -245,6 +247,6 @@ def test_scene_matches_the_urdf_rviz_draws(env):
         pivot = np.array(next(s for s in scene.shapes if s.ns == "pivot").pose.position)
         assert axis == pytest.approx((np.array(bob.pose.position) - pivot) / 1.0, abs=1e-9)
     # from a logged row alone: the same picture without the torque arrow
-    row = task.scene_from_observation({"angle": 0.7, "angular_velocity": 0.5})
+    row = TaskView(task).scene_from_observation({"angle": 0.7, "angular_velocity": 0.5})
     assert {s.ns for s in row.shapes} == {"pivot", "rod", "bob"}
-    assert task.scene_from_observation({"angle": float("nan"), "angular_velocity": 0.0}) is None
+    assert TaskView(task).scene_from_observation({"angle": float("nan"), "angular_velocity": 0.0}) is None

@@ -13,14 +13,15 @@ from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
 from refine_ros.recording import Take, build_demonstration, save_take, take_problem
 from refine_ros.teleop import (
-    KEYMAPS,
-    STANDARD_JOY_MAPS,
     TRIGGER_LEFT,
     TRIGGER_RIGHT,
     Edges,
     JoyMap,
+    Key,
     KeyboardState,
     joy_map_for,
+    keymap_for,
+    standard_joy_map,
 )
 
 DOOR = get_task("door_open").spec
@@ -32,11 +33,29 @@ CAR = get_task("car_racing").spec
 def test_every_bundled_task_has_a_standard_gamepad_map_and_keys(task):
     spec = get_task(task).spec
     joy = joy_map_for(spec)
-    assert joy is STANDARD_JOY_MAPS[task] and len(joy.axes) == len(spec.actions)
+    assert joy == standard_joy_map(spec) and len(joy.axes) == len(spec.actions)
     released = [0.0] * 6  # sticks centred, triggers released (game_controller_node: 0)
     rest = joy.command(spec, released)
     assert np.all(rest >= spec.action_low) and np.all(rest <= spec.action_high)
-    KeyboardState(spec, KEYMAPS[task])  # fits the task's actions
+    KeyboardState(spec, keymap_for(spec))  # fits the task's actions
+
+
+def test_the_standard_maps_come_from_the_task_folders_as_they_were_written_here():
+    """The maps moved to each task's folder (`teleop.py`, plain data); these are the values
+    this module held before, in its own index form."""
+    pendulum = get_task("pendulum").spec
+    assert standard_joy_map(DOOR) == JoyMap((0, 1, 3, 5), (-1.0, 1.0, 1.0, 1.0), (0.0, 0.0, 0.0, 1.0))
+    assert standard_joy_map(CAR) == JoyMap((0, 5, 4), (-1.0, -1.0, -1.0), (0.0, 0.0, 0.0))
+    assert standard_joy_map(pendulum) == JoyMap((0,), (-2.0,), (0.0,))
+    door = keymap_for(DOOR)
+    assert door.keys == {"d": Key(0, 1.0), "a": Key(0, -1.0), "w": Key(1, 1.0), "s": Key(1, -1.0),
+                         "r": Key(2, 1.0), "f": Key(2, -1.0), "o": Key(3, 1.0, latch=True),
+                         "c": Key(3, 0.0, latch=True)}
+    assert door.rest == (0.0, 0.0, 0.0, 1.0) and door.help.startswith("a/d: -x/+x")
+    car = keymap_for(CAR)
+    assert car.keys == {"a": Key(0, -1.0), "d": Key(0, 1.0), "w": Key(1, 1.0), "s": Key(2, 1.0)}
+    assert car.rest == (0.0, 0.0, 0.0)
+    assert keymap_for(pendulum).keys == {"a": Key(0, -2.0), "d": Key(0, 2.0)}
 
 
 def test_the_door_map_moves_with_the_sticks_and_grips_with_the_trigger():
@@ -85,7 +104,7 @@ def test_buttons_act_once_per_press():
 
 # ---- keyboard ------------------------------------------------------------------------------------
 def test_a_held_key_drives_and_letting_go_stops_within_the_hold_time():
-    keys = KeyboardState(DOOR, KEYMAPS["door_open"], hold_s=0.6, scale=0.5)
+    keys = KeyboardState(DOOR, keymap_for(DOOR), hold_s=0.6, scale=0.5)
     assert keys.command(0.0) is None, "no key: nothing to publish"
     keys.press("w", 0.0)
     assert keys.command(0.1).tolist() == [0.0, 0.5, 0.0, 1.0]
@@ -98,7 +117,7 @@ def test_a_held_key_drives_and_letting_go_stops_within_the_hold_time():
 
 
 def test_the_gripper_key_latches_and_control_keys_are_named():
-    keys = KeyboardState(DOOR, KEYMAPS["door_open"], hold_s=0.6)
+    keys = KeyboardState(DOOR, keymap_for(DOOR), hold_s=0.6)
     keys.press("c", 0.0)
     assert keys.command(0.1).tolist() == [0.0, 0.0, 0.0, 0.0], "the closing is sent"
     keys.press("r", 5.0)

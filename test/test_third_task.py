@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from refine_core.cli import main
+from refine_core.policy.programs import starter_program
 from refine_core.rollout.schema import RolloutSchema
 from refine_core.store.db import RunDatabase
 from refine_core.tasks import get_task
@@ -24,7 +25,7 @@ def _check_the_single_diagnosed_round(run_dir, steps: int, *, analyst_rounds_all
         assert len(rounds) == 1 < analyst_rounds_allowed, "the analyst stopped, not the budget"
         first = rounds[0]
         assert first["status"] == "committed" and first["decision"] == "stop"
-        assert first["program"] == task.starter_program()
+        assert first["program"] == starter_program("pendulum")
         assert "no catalogue" in run["stop_reason"] and "not an LLM" in run["stop_reason"]
 
         analyses = db.analyses(run["id"], 0)
@@ -48,7 +49,7 @@ def _check_the_single_diagnosed_round(run_dir, steps: int, *, analyst_rounds_all
 @pytest.mark.timeout(600)
 def test_refine_run_offline_on_the_pendulum(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    code = main(["run", "--task", "pendulum", "--analyst", "offline", "--rounds", "3",
+    code = main(["run", "--task", "pendulum", "--analyst", "offline", "--max-rounds", "3",
                  "--max-steps", str(MAX_STEPS), "--eval-episodes", "1", "--run", str(run_dir), "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out

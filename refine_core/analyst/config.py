@@ -12,9 +12,11 @@ import argparse
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from refine_core.analyst.prompts import RESULTS_MAX_CHARS
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 CONFIG_ENV = "REFINE_ANALYST_CONFIG"
@@ -70,8 +72,8 @@ class AnalystConfig:
     """Taken from the environment; a plain string given here is wrapped in `Secret`."""
     temperature: float | None = None
     """Sampling temperature; None leaves the server default (reasoning models reject it)."""
-    reasoning_effort: str | None = None
-    """Reasoning effort for reasoning models (one of REASONING_EFFORTS); None omits it."""
+    reasoning_effort: str | None = field(default=None, metadata={"choices": REASONING_EFFORTS})
+    """Reasoning effort for reasoning models; None omits it."""
     max_completion_tokens: int | None = None
     """Cap on generated tokens per call; None leaves the server default."""
     timeout_s: float = 300.0
@@ -84,7 +86,7 @@ class AnalystConfig:
     """Longest delay between two attempts (also caps a server's Retry-After)."""
     max_corrections: int = 2
     """How many times an unusable answer is sent back with the parse error."""
-    results_max_chars: int = 20_000
+    results_max_chars: int = RESULTS_MAX_CHARS
     """Diagnostic output longer than this is shortened in the revision prompt."""
 
     def __post_init__(self) -> None:
@@ -103,8 +105,6 @@ class AnalystConfig:
         out["api_key_set"] = self.api_key is not None
         return out
 
-    def with_overrides(self, **changes: Any) -> AnalystConfig:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 def _check(cfg: AnalystConfig) -> None:
@@ -248,44 +248,42 @@ def load_config(
         if name not in _TYPES:
             raise ConfigError(f"unknown analyst setting {name!r}")
         if value is not None:
-            values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
+            values[name] = _coerce(name, value, f"--{FLAG_PREFIX}{name.replace('_', '-')}")
     key = env.get(key_env) or None
     if key is not None:
         key = key.strip() or None
     return AnalystConfig(api_key=key, **values)
 
 
-# Flag name -> field; the flags never include the key.
-_FLAGS: dict[str, tuple[str, type, str]] = {
-    "--model": ("model", str, "model name (env REFINE_MODEL)"),
-    "--base-url": ("base_url", str, "OpenAI-compatible endpoint (env OPENAI_BASE_URL)"),
-    "--temperature": ("temperature", float, "sampling temperature (env REFINE_TEMPERATURE)"),
-    "--reasoning-effort": (
-        "reasoning_effort",
-        str,
-        f"one of {', '.join(REASONING_EFFORTS)} (env REFINE_REASONING_EFFORT)",
-    ),
-    "--llm-timeout": ("timeout_s", float, "seconds per HTTP request (env REFINE_LLM_TIMEOUT)"),
-    "--llm-max-attempts": (
-        "max_attempts",
-        int,
-        "HTTP attempts per call (env REFINE_LLM_MAX_ATTEMPTS)",
-    ),
-}
+FLAG_PREFIX = "llm-"
+"""The analyst's flags are its fields with this prefix (`--llm-model`, `--llm-timeout-s`): a
+command that takes them also takes the loop's, and both have a `max_attempts`."""
+OLD_FLAGS = {"model": ("--model",), "base_url": ("--base-url",), "temperature": ("--temperature",),
+             "reasoning_effort": ("--reasoning-effort",), "timeout_s": ("--llm-timeout",)}
+"""Spellings of the flags before they were generated from the fields (deprecated, still accepted)."""
+
+
+def _env_help() -> dict[str, str]:
+    return {name: f"(env {var}) " for var, name in ENV_VARS.items()}
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the analyst flags (and --analyst-config FILE) to a command's parser."""
+    """Add the analyst flags (every field but the key, `--llm-<field>`) and --analyst-config
+    FILE to a command's parser."""
+    from refine_core.flags import add_flags
+
     group = parser.add_argument_group("LLM analyst (API key from $OPENAI_API_KEY)")
     group.add_argument("--analyst-config", metavar="FILE", default=None,
                        help=f"YAML or JSON analyst settings (env {CONFIG_ENV})")
-    for flag, (dest, kind, text) in _FLAGS.items():
-        group.add_argument(flag, dest=f"llm_{dest}", type=kind, default=None, help=text)
+    add_flags(group, AnalystConfig, exclude=("api_key",), prefix=FLAG_PREFIX, aliases=OLD_FLAGS,
+              extra_help=_env_help())
 
 
 def config_from_args(
     args: argparse.Namespace, env: Mapping[str, str] | None = None
 ) -> AnalystConfig:
     """The config for a parsed command line built with `add_config_arguments`."""
-    overrides = {dest: getattr(args, f"llm_{dest}", None) for dest, _, _ in _FLAGS.values()}
+    from refine_core.flags import given
+
+    overrides = given(args, AnalystConfig, prefix=FLAG_PREFIX)
     return load_config(getattr(args, "analyst_config", None), env=env, overrides=overrides)

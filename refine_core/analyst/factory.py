@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
 import os
-from typing import Any
 
 from refine_core.analyst.base import Analyst
 from refine_core.analyst.config import AnalystConfig, load_config
@@ -24,7 +22,6 @@ def make_analyst(
     *,
     config: AnalystConfig | None = None,
     transcript: str | os.PathLike | None = None,
-    task: Any = None,
     max_test_requests: int = DEFAULT_MAX_TEST_REQUESTS,
     replay_mode: str = "exact",
 ) -> Analyst:
@@ -32,8 +29,7 @@ def make_analyst(
 
     `record` and `replay` need `transcript` (the JSONL path); `openai` records to it when one
     is given (`record` is the same with the transcript required). `replay_mode` is the
-    transcript's `REPLAY_MODES` (exact or sequential). `task` (a Task or a task name)
-    is passed to the offline analyst. `max_test_requests` is the loop's cap on "more tests"
+    transcript's `REPLAY_MODES` (exact or sequential). `max_test_requests` is the loop's cap on "more tests"
     answers per round; LLM analysts state it in the revision request, so pass the loop's
     value (and the same value when replaying a recording). Raises ValueError for an unknown
     name or a missing transcript, `ConfigError` when `openai`/`record` has no endpoint
@@ -43,8 +39,10 @@ def make_analyst(
         raise ValueError(f"unknown analyst {name!r}; choose one of {', '.join(ANALYST_NAMES)}")
     if name in ("record", "replay") and transcript is None:
         raise ValueError(f"the {name} analyst needs a transcript path")
-    if name == "offline":
-        return _offline(task)
+    if name == "offline":  # it reads the task from each call's spec
+        from refine_core.analyst.offline import OfflineAnalyst
+
+        return OfflineAnalyst()
     config = config if config is not None else load_config()
     if name == "replay":
         from refine_core.analyst.transcript import ReplayAnalyst
@@ -64,21 +62,3 @@ def make_analyst(
     from refine_core.analyst.transcript import RecordingAnalyst
 
     return RecordingAnalyst(live, transcript, name=name)
-
-
-def _offline(task: Any) -> Analyst:
-    try:
-        from refine_core.analyst.offline import OfflineAnalyst
-    except ImportError as exc:
-        if exc.name not in ("refine_core.analyst.offline", None):
-            raise  # a broken import inside the offline analyst is a bug to see, not hide
-        raise ValueError(f"the offline analyst is not available: {exc}") from None
-    if task is None:
-        return OfflineAnalyst()
-    # The offline analyst reads the task from each call's spec; pass `task` only if it asks.
-    params = inspect.signature(OfflineAnalyst).parameters
-    if "task" in params:
-        return OfflineAnalyst(task=task)
-    positional = [p for p in params.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return OfflineAnalyst(task) if positional else OfflineAnalyst()

@@ -79,15 +79,6 @@ PROGRAM_FORMAT = """\
 Answer with a short explanation of the structure, then the complete program in one \
 ```python code block. Do not split the program over several blocks."""
 
-#: The parts of the statement written before any diagnostic code, in order.
-STATEMENT_PARTS: tuple[str, ...] = (
-    "Task analysis",
-    "Model summary",
-    "Expected nominal behaviour",
-    "Anomalies to look for",
-    "Hypotheses",
-)
-
 _DIAGNOSTICS_RULES_BASE = """\
 Diagnostic code rules:
 - The code runs as a script with two pandas DataFrames already defined: `df`, the logged \
@@ -203,7 +194,9 @@ def _user(*parts: str) -> dict[str, str]:
 
 
 def has_expert_columns(schema: Sequence[str]) -> bool:
-    return any(str(c).startswith("expert_") for c in schema)
+    from refine_core.rollout.schema import family_columns
+
+    return bool(family_columns(schema, "expert"))
 
 
 def diagnostics_rules(*, expert: bool) -> str:

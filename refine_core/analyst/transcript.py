@@ -301,11 +301,6 @@ class ReplayAnalyst(LLMAnalyst):
         )
         self.path = Path(path)
 
-    @property
-    def recorded_model(self) -> str:
-        """The model that answered the recorded run."""
-        return self.replay.model
-
     def replay_report(self) -> dict:
         """How the replay went, for the run's records and summary."""
         return {"mode": self.replay.mode, "transcript": str(self.path), "model": self.replay.model,

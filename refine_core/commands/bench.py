@@ -11,13 +11,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (default: key = value lines)")
     p.add_argument("--only", nargs="*", default=None,
                    help="subset: envs sqlite il sandbox analysis rl parallel ros")
+    p.add_argument("--quick", action="store_true",
+                   help="every benchmark at its smallest size: checks that each section runs (a test uses it); "
+                        "the figures mean nothing")
     return p
 
 
 def run(args) -> int:
     from refine_core.bench import run_all
 
-    results = run_all(set(args.only) if args.only else None)
+    results = run_all(set(args.only) if args.only else None, quick=args.quick)
     if args.json:
         print(json.dumps(results, indent=1, sort_keys=True))
     else:

@@ -9,9 +9,17 @@ from pathlib import Path
 from refine_core.cli import UserError
 from refine_core.commands._common import add_run_dir, db_path, task_or_error
 
+HELP = "fit a program to the run's demonstration (imitation learning)"
+"""The one line `refine --help` shows (without building this verb's flags)."""
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("fit", help="fit a program to the run's demonstration (imitation learning)",
+    from refine_core.commands.run import LOOP_ALIASES
+    from refine_core.flags import add_flags
+    from refine_core.learn.il import ILConfig
+    from refine_core.loop import RefineConfig
+
+    p = sub.add_parser("fit", help=HELP,
                        description="Load a structured-policy program, check it against the "
                        "contract, fit it to the run's demonstration by NLL and store the result "
                        "as a round. `--program starter` uses the task's bundled starter program.")
@@ -20,10 +28,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="program source file (or `starter` for the bundled starter program)")
     p.add_argument("--round", type=int, default=None,
                    help="round number to store (default: one after the last round)")
-    p.add_argument("--max-epochs", type=int, default=None, help="upper bound on IL epochs")
-    p.add_argument("--seed", type=int, default=0, help="fit seed (split, minibatch order)")
-    p.add_argument("--allow-weak-sandbox", action="store_true",
-                   help="fit even where OS namespaces are unavailable (recorded as weak isolation)")
+    add_flags(p, RefineConfig, only=("allow_weak_isolation",), aliases=LOOP_ALIASES)
+    add_flags(p.add_argument_group("imitation learning (refine_core.learn.il.ILConfig)"), ILConfig,
+              exclude=("progress",))
     return p
 
 
@@ -45,7 +52,9 @@ def open_run(run_dir: Path):
 def read_program(path_text: str, task_name: str) -> tuple[str, str]:
     """(source, label) of `--program`."""
     if path_text == "starter" and not Path(path_text).exists():
-        source = task_or_error(task_name).starter_program()
+        from refine_core.policy.programs import find_starter
+
+        source = find_starter(task_or_error(task_name).spec.name)
         if source is None:
             raise UserError(f"task {task_name} ships no starter program; pass --program FILE")
         return source, f"bundled starter for {task_name}"
@@ -60,6 +69,8 @@ def read_program(path_text: str, task_name: str) -> tuple[str, str]:
 
 def run(args) -> int:
     from refine_core.backends import check_demonstration
+    from refine_core.flags import given
+    from refine_core.learn.il import ILConfig
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.contract import validate_policy
     from refine_core.rollout.demo import Demonstration, DemonstrationError
@@ -77,12 +88,12 @@ def run(args) -> int:
         problem = check_demonstration(task, demo)
         if problem:
             raise UserError(f"the run's demonstration cannot be fitted: {problem}")
-        config = {"seed": args.seed, **({} if args.max_epochs is None else {"max_epochs": args.max_epochs})}
+        config = given(args, ILConfig)
         start = time.perf_counter()
         # The program is checked statically here, then built, validated and fitted in the
         # sandbox like any generated program; only plain arrays come back.
         fit = fit_in_sandbox(source, spec.name, demo.inputs, demo.actions, config,
-                             allow_weak_isolation=args.allow_weak_sandbox)
+                             allow_weak_isolation=bool(args.allow_weak_isolation))
         fit_s = time.perf_counter() - start
         first_line = (fit.error or "").splitlines()[0] if fit.error else f"sandbox status {fit.status}"
         if fit.status == "contract_error":

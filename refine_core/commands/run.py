@@ -10,11 +10,21 @@ from refine_core.cli import UserError
 from refine_core.commands._common import db_path, task_or_error
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
-DEFAULTS = {"rounds": 6, "eval_episodes": 10, "max_test_requests": 5}
+LOOP_ALIASES = {"max_rounds": ("--rounds",), "allow_weak_isolation": ("--allow-weak-sandbox",)}
+"""The flags' spellings before they were generated from `RefineConfig` (deprecated, still accepted)."""
+
+
+HELP = 'run the refinement loop (generate, fit, diagnose, revise)'
+"""The one line `refine --help` shows (without building this verb's flags)."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("run", help="run the refinement loop (generate, fit, diagnose, revise)")
+    from refine_core.flags import add_flags
+    from refine_core.learn.il import ILConfig
+    from refine_core.learn.rl import RLConfig
+    from refine_core.loop import RefineConfig
+
+    p = sub.add_parser("run", help=HELP)
     p.add_argument("--task", help="task name (see `refine tasks`); taken from the run when resuming, or from "
                                   "the transcript when replaying")
     p.add_argument("--description", choices=DESCRIPTION_VARIANTS, default=None,
@@ -26,7 +36,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--start", type=Path, default=None, metavar="FILE",
                    help="begin from this program instead of asking the analyst for a zero-shot one (a "
                         "controller of your own, or a structure written elsewhere); recorded as the run's start")
-    p.add_argument("--rounds", type=int, default=None, help="maximum refinement rounds (default 6)")
     p.add_argument("--run", type=Path, default=None, metavar="DIR", help="run directory (default runs/<task>)")
     p.add_argument("--resume", action="store_true", help="continue the run in DIR from its last committed round")
     p.add_argument("--transcript", type=Path,
@@ -36,25 +45,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="replay: 'exact' answers only identical requests (reproduces a run bit for bit); "
                         "'sequential' answers each role's requests in recorded order and records every request "
                         "that differs (e.g. under --max-steps)")
-    add_config_arguments(p)
-    p.add_argument("--diagnostic-episodes", type=int, default=None,
-                   help="episodes per round whose table the diagnostics read (default 1, as published)")
-    p.add_argument("--selection-episodes", type=int, default=None,
-                   help="episodes per round that choose the best round, counted apart (default 3; 0 chooses on "
-                        "the diagnostic episodes)")
-    p.add_argument("--eval-episodes", type=int, default=None, help="evaluation episodes per round (default 10)")
-    p.add_argument("--max-test-requests", type=int, default=None,
-                   help="'more tests' answers the analyst may give per round (default 5)")
-    p.add_argument("--expert-labels", action="store_true", default=None,
-                   help="relabel rollout states with the scripted expert (expert_* columns): privileged "
-                        "information the published method does not use; off by default")
-    p.add_argument("--rl-resets", type=int, default=None,
-                   help="after refinement, RL on the best round with this many environment resets (default 0)")
-    p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
-    p.add_argument("--workers", type=int, default=1, help="local processes for rollouts")
-    p.add_argument("--allow-weak-sandbox", action="store_true",
-                   help="run generated code even without OS namespaces (recorded as weak isolation)")
     p.add_argument("--quiet", action="store_true")
+    add_config_arguments(p)
+    loop = p.add_argument_group("the loop (refine_core.loop.RefineConfig; a replay takes what is not given from "
+                                "the transcript)")
+    add_flags(loop, RefineConfig, exclude=("verbose",), aliases=LOOP_ALIASES, settings={"il": ILConfig, "rl": RLConfig})
     return p
 
 
@@ -65,13 +60,12 @@ def run(args) -> int:
     from refine_core.analyst.factory import default_analyst_name, make_analyst
     from refine_core.analyst.labels import describe_analyst, expert_label
     from refine_core.analyst.transcript import TranscriptError, read_settings, start_transcript
-    from refine_core.loop import RefineConfig, refine
+    from refine_core.loop import refine
     from refine_core.run_setup import (
         RECORDED_ANALYST_FIELDS,
         StartProgramError,
         recorded_start,
         recording_settings,
-        replayed,
         start_from_file,
     )
     from refine_core.store.db import RunDatabase
@@ -117,26 +111,15 @@ def run(args) -> int:
         start = start_from_file(args.start) if args.start is not None else recorded_start(settings)
     except StartProgramError as exc:
         raise UserError(str(exc)) from None
-    loop_config = RefineConfig(
-        max_rounds=replayed(args.rounds, settings, "max_rounds", DEFAULTS["rounds"]),
-        max_attempts=replayed(None, settings, "max_attempts", RefineConfig.max_attempts),
-        diagnostic_episodes=replayed(args.diagnostic_episodes, settings, "diagnostic_episodes",
-                                     RefineConfig.diagnostic_episodes),
-        selection_episodes=replayed(args.selection_episodes, settings, "selection_episodes",
-                                    RefineConfig.selection_episodes),
-        eval_episodes=replayed(args.eval_episodes, settings, "eval_episodes", DEFAULTS["eval_episodes"]),
-        max_test_requests=replayed(args.max_test_requests, settings, "max_test_requests",
-                                   DEFAULTS["max_test_requests"]),
-        expert_labels=bool(replayed(args.expert_labels, settings, "expert_labels", False)),
-        max_steps=replayed(args.max_steps, settings, "max_steps", None),
-        action_mode=replayed(None, settings, "action_mode", RefineConfig.action_mode),
-        rl_resets=replayed(args.rl_resets, settings, "rl_resets", 0), workers=args.workers, verbose=not args.quiet,
-        allow_weak_isolation=args.allow_weak_sandbox)
+    try:
+        loop_config = loop_config_from(args, settings)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     if settings:  # the recorded requests were shaped by these
         config = dataclasses.replace(config, **{k: settings[k] for k in RECORDED_ANALYST_FIELDS
                                                 if settings.get(k) is not None})
     try:
-        analyst = make_analyst(name, config=config, transcript=args.transcript, task=task.spec.name,
+        analyst = make_analyst(name, config=config, transcript=args.transcript,
                                max_test_requests=loop_config.max_test_requests, replay_mode=args.replay_mode)
         if args.transcript is not None and name in ("openai", "record"):
             start_transcript(args.transcript, recording_settings(task.spec.name, task.spec.description_variant,
@@ -183,3 +166,19 @@ def _close_run(db, analyst, run_dir: Path, *, quiet: bool, write_summary) -> Non
         json_path, _ = write_summary(db, run_dir, run["id"])
         if not quiet:
             print(f"[refine] summary: {json_path} and summary.md")
+
+
+def loop_config_from(args, settings: dict | None):
+    """The loop's settings: the flags given, then (replaying) the recorded run's, then
+    `RefineConfig`'s defaults; `--quiet` turns the progress lines off."""
+    from refine_core.flags import check_settings, given
+    from refine_core.learn.il import ILConfig
+    from refine_core.learn.rl import RLConfig
+    from refine_core.loop import RefineConfig
+    from refine_core.run_setup import loop_settings
+
+    values = given(args, RefineConfig)
+    for name, cls in (("il", ILConfig), ("rl", RLConfig)):
+        if name in values:
+            values[name] = check_settings(cls, values[name], f"--{name}-set")
+    return RefineConfig(**loop_settings(values, settings), verbose=not args.quiet)

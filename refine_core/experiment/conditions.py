@@ -12,15 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Published returns and distances (METHOD.md), keyed by (role, training).
-PUBLISHED_CAR = {
-    ("mlp", "il"): "636.6 ± 258.6", ("mlp", "rl_low"): "591.8 ± 330.5", ("mlp", "rl_high"): "850.2 ± 101.4",
-    ("zero_shot", "il"): "766.5 ± 100.4", ("zero_shot", "rl_low"): "657.0 ± 37.3",
-    ("zero_shot", "rl_high"): "901.1 ± 14.0",
-    ("refined", "il"): "882.0 ± 29.3", ("refined", "rl_low"): "900.5 ± 14.2", ("refined", "rl_high"): "906.5 ± 24.0",
-}
-PUBLISHED_DOOR = {("zero_shot", "il"): "0.548", ("refined", "il"): "0.110"}
 PUBLISHED_MODEL = "GPT-5-mini"
+"""The model of the published runs. The published figures of each task are in its folder
+(`tasks/<task>/published.py`: `RESULTS`, keyed by (role, training) as `Condition.published_key`)."""
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,21 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from refine_core.experiment.conditions import (  # noqa: E402
-    PUBLISHED_CAR,
-    PUBLISHED_DOOR,
     PUBLISHED_MODEL,
     Condition,
     Program,
     key_comparisons,
 )
+from refine_core.tasks.registry import task_part  # noqa: E402
+
+PUBLISHED_PART = "published"
+"""A task folder's optional module with the published figures (`RESULTS`) and the ways our
+protocol departs from the published one (`DEMONSTRATION`, `DESCRIPTION`, `RL`)."""
+
+
+def published(spec, name: str, default=None):
+    """`name` from the task folder's published.py (None, or `default`, when it has none)."""
+    return getattr(task_part(spec.name, PUBLISHED_PART), name, default)
 
 
 def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict],
@@ -89,17 +97,18 @@ def refinement_name(r) -> str:
 def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[str]:
     """Every way these rows differ from the published protocol, in words."""
     out = []
-    if spec.name == "car_racing":
-        out.append("the demonstration is one episode of our scripted expert (seed 0), not a human's")
+    if task_part(spec.name, PUBLISHED_PART) is None:
+        out.append(f"the published comparison has no {spec.name} task: there are no published figures for it")
+    if published(spec, "DEMONSTRATION"):
+        out.append(f"the demonstration is {published(spec, 'DEMONSTRATION')}")
     for r in refinements:
         s = r.summary
         where = refinement_name(r) + "'s"
         description = s.get("description") or "unrecorded"
         if description == "published":
-            if spec.name == "car_racing":
-                out.append(f"{where} task description: the published information in our own words, with one "
-                           "fact corrected (the car is about 1.4 tiles long here, not 3)")
-        else:
+            if published(spec, "DESCRIPTION"):
+                out.append(f"{where} task description: {published(spec, 'DESCRIPTION')}")
+        elif task_part(spec.name, PUBLISHED_PART) is not None:
             out.append(f"{where} task description: '{description}', richer than the published prompts")
         selection = (s.get("settings") or {}).get("selection_episodes")
         if selection:
@@ -110,8 +119,8 @@ def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[
             out.append(f"the LLM rows' model is {', '.join(models)} (the published runs used {PUBLISHED_MODEL})")
     rl = sorted({d for text in summary["rl_departures"] for d in text.split("; ") if d})
     out += [f"RL: {d}" for d in rl]
-    if spec.name == "door_open":
-        out.append("RL window 150 steps: the published value is the car's; the door's is not published")
+    if published(spec, "RL"):
+        out.append(f"RL {published(spec, 'RL')}")
     if opts.scale != 1.0:
         out.append(f"RL budgets {opts.low_resets:,} / {opts.high_resets:,}, scaled x{opts.scale:g} from the "
                    "published 400 / 2,000")
@@ -121,7 +130,7 @@ def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[
 
 
 def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
-    published = PUBLISHED_CAR if spec.name == "car_racing" else PUBLISHED_DOOR
+    figures = published(spec, "RESULTS", {})
     departures = protocol_departures(summary, spec, opts, refinements)
     analysts = sorted({a for a in summary["analyst"] if a != "-"})
     head = [f"# {spec.name}: {spec.metric.name} over {opts.seeds} unseen seeds",
@@ -159,7 +168,7 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
                     f"{r['mean_action_metric_mean']:.3f} ± {r['mean_action_metric_std']:.3f} | "
                     f"{'-' if success != success else f'{success:.0%}'} | "
                     f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['rl_checkpoint']} | "
-                    f"{published.get(key, '-') if key else '-'} |")
+                    f"{figures.get(key, '-') if key else '-'} |")
     return "\n".join(head) + "\n"
 
 

@@ -1,23 +1,21 @@
-"""`python -m refine_core.experiment.rl_study`: one RL run, fully instrumented, for questions
-about RL itself (docs/RL.md is written from these runs).
+"""The RL study behind `refine rl`: one RL run, fully instrumented, for questions about RL
+itself (docs/RL.md is written from these runs).
 
 It does what an experiment's train and eval jobs do for one condition (record the
 demonstration, fit the program by IL, run RL from the IL weights), prints every update's
 record as it comes, and evaluates the IL weights, the final RL weights and the best
 checkpoint on the evaluation seeds, mean action and sampled. Options beyond the published
-method are spelled out on the command line, so a result can always be traced to them.
+method are `RLConfig` fields, spelled out on the command line (`refine_core.commands.rl`),
+so a result can always be traced to them.
 
-    python -m refine_core.experiment.rl_study --program docs/rl_runs/refined_program.py \
-        --resets 400 --out /tmp/refined_400.json
+    refine rl --program docs/rl_runs/refined_program.py --reset-budget 400 --out /tmp/refined_400.json
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -79,8 +77,11 @@ def action_summary(task, results) -> str:
     mean of an observation column named `speed` when the task has one."""
     import pandas as pd
 
+    from refine_core.rollout.schema import action_column
+
     table = pd.concat([r.table for r in results])
-    parts = [f"{a.name} {table[f'act_{a.name}'].mean():.3f} (>{a.low:g} on {(table[f'act_{a.name}'] > a.low).mean():.0%})"
+    acts = {a.name: table[action_column("act", a.name)] for a in task.spec.actions}
+    parts = [f"{a.name} {acts[a.name].mean():.3f} (>{a.low:g} on {(acts[a.name] > a.low).mean():.0%})"
              for a in task.spec.actions]
     if "speed" in table:
         parts.append(f"speed {table['speed'].mean():.3f}")
@@ -118,56 +119,21 @@ def compare(runs: list[Path], figure: Path, param: str) -> None:
     print(f"figure: {figure}")
 
 
-def _param_lr(items: list[str]) -> dict[str, float]:
-    out = {}
-    for item in items:
-        fragment, _, value = item.partition("=")
-        out[fragment] = float(value)
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
+def run_study(task_name: str, program: str, config, *, eval_seeds: int = 10, perturb: list[str] | None = None,
+              noise_shift: float = 0.0) -> dict:
+    """Demonstration, IL, then RL with `config` (or, with `perturb`, the IL weights probed
+    instead), printing as it goes; the full record (for `--out`)."""
     import torch
 
     from refine_core.learn.il import ILConfig, fit_il
-    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.learn.rl import train_rl
     from refine_core.policy.contract import build_policy
     from refine_core.rollout.demo import record_demonstration
     from refine_core.tasks.registry import get_task
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", default="car_racing")
-    p.add_argument("--program", help="'mlp', 'starter' or a program file")
-    p.add_argument("--compare", nargs="+", type=Path, default=None, metavar="RUN.json",
-                   help="instead of running: plot the selection curves of earlier --out files into --figure")
-    p.add_argument("--figure", type=Path, default=None)
-    p.add_argument("--param", default="v_straight", help="with --compare: the parameter drawn beside")
-    p.add_argument("--resets", type=int, default=400)
-    p.add_argument("--lr", type=float, default=None, help="Adam step (default: METHOD.md's)")
-    p.add_argument("--select-every", type=int, default=None)
-    p.add_argument("--window-direction", default="forward", choices=("forward", "backward"))
-    p.add_argument("--std-scale", type=float, default=1.0, help="action noise factor during RL")
-    p.add_argument("--window-mean", action="store_true", help="geometric-mean window ratio (GSPO)")
-    p.add_argument("--max-grad-norm", type=float, default=None)
-    p.add_argument("--param-lr", nargs="*", default=[], metavar="FRAGMENT=LR")
-    p.add_argument("--eval-seeds", type=int, default=10, help="evaluation seeds at the end (0: none)")
-    p.add_argument("--perturb", action="append", default=[], metavar="NAME=DELTA[,NAME=DELTA]",
-                   help="instead of RL: evaluate the IL weights with these parameter offsets (repeatable; "
-                        "mean action and sampled on the selection seeds and seeds 5000-5002)")
-    p.add_argument("--noise-shift", type=float, default=0.0,
-                   help="with --perturb: add this to every log-std element first (the sampled policy's noise)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None, help="write the full record as JSON here")
-    args = p.parse_args(argv)
-    if args.compare:
-        compare(args.compare, args.figure or Path("rl_compare.png"), args.param)
-        return 0
-    if not args.program:
-        p.error("--program is required unless --compare is given")
-
     torch.set_num_threads(1)
-    task = get_task(args.task)
-    source = _program(args.program, task.spec)
+    task = get_task(task_name)
+    source = _program(program, task.spec)
     demo = record_demonstration(task)
     policy = build_policy(source, task.spec)
     fit_il(policy, demo.inputs, demo.actions, ILConfig(progress=False), spec=task.spec)
@@ -178,19 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     noise = torch.linalg.vector_norm(tril[0], dim=-1).tolist()
     print("# IL noise std per action: " + ", ".join(f"{a} {v:.3f}" for a, v in zip(task.spec.action_names, noise,
                                                                                        strict=True)), flush=True)
-    if args.perturb:
-        probe(task, policy, il_state, args.perturb, args.noise_shift)
-        return 0
-
-    overrides = {"reset_budget": args.resets, "window_direction": args.window_direction,
-                 "max_grad_norm": args.max_grad_norm, "window_mean": args.window_mean,
-                 "std_scale": args.std_scale, "param_lr": _param_lr(args.param_lr), "seed": args.seed}
-    if args.lr is not None:
-        overrides["lr"] = args.lr
-    if args.select_every is not None:
-        overrides["select_every"] = args.select_every
-    config = RLConfig(**overrides)
-    print(f"# {args.program}: {config.departures() or 'published method'}", flush=True)
+    if perturb:
+        probe(task, policy, il_state, perturb, noise_shift)
+        return {}
+    print(f"# {program}: {config.departures() or 'published method'}", flush=True)
 
     last: dict = {}
 
@@ -205,10 +162,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     report = train_rl(task, policy, config, progress=False, on_update=show)
-    result = {"argv": sys.argv[1:] if argv is None else argv, "rl": report.to_dict(),
-              "rl_seconds": time.perf_counter() - started}
-    if args.eval_seeds:
-        seeds = list(task.spec.eval_seeds)[: args.eval_seeds]
+    result = {"rl": report.to_dict(), "rl_seconds": time.perf_counter() - started}
+    if eval_seeds:
+        seeds = list(task.spec.eval_seeds)[:eval_seeds]
         states = {"eval_il": il_state, "eval_final": last.get("state", il_state)}
         if report.checkpoint_update != report.updates:
             states["eval_best"] = copy.deepcopy(policy.state_dict())
@@ -218,11 +174,4 @@ def main(argv: list[str] | None = None) -> int:
             e = result[key] = evaluate(task, policy, seeds)
             print(f"{key}: mean action {e['mean']['mean']:.1f} ± {e['mean']['std']:.1f}, "
                   f"sampled {e['sample']['mean']:.1f} ± {e['sample']['std']:.1f}", flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1, default=float))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return result

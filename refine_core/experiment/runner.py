@@ -29,6 +29,7 @@ from refine_core.experiment.jobs import eval_job, pack_demo, train_job
 from refine_core.experiment.pool import map_jobs
 from refine_core.learn.rl import RLConfig
 from refine_core.tasks.base import Task
+from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
 BEST_SELECT_EVERY = 5
 """Updates between selection evaluations when best-checkpoint rows are asked for."""
@@ -41,28 +42,45 @@ class ExperimentSetupError(ValueError):
 
 @dataclass
 class ExperimentOptions:
+    """What `refine experiment` runs; its flags are these fields (`refine_core.flags`)."""
+
     task: str
+    """Task name (see `refine tasks`)."""
     seeds: int = 10
-    workers: int = 1
+    """Evaluation seeds per condition."""
+    workers: int | None = None
+    """Local processes for the jobs; None: the CPU count."""
     ray: str | None = None
+    """Run jobs as Ray tasks at this address ('local' starts one)."""
     low_resets: int = 400
+    """The low RL reset budget."""
     high_resets: int = 2000
+    """The high RL reset budget."""
     refined_run: Path | None = None
-    """A run directory (run.db) whose zero-shot and best programs are the offline-catalogue rows'."""
+    """A run directory (run.db) whose zero-shot and best programs are the non-LLM-run rows (default: refine
+    now with `analyst`)."""
     from_run: Path | None = None
-    """A committed LLM run folder (summary.json): its zero-shot and best programs get rows."""
+    """A committed LLM run (a folder with summary.json, e.g. results/llm/<task>/<run>): its zero-shot program
+    and its best refined program get rows of their own."""
     offline_rows: bool = True
     """With `from_run`: also the offline catalogue's rows (bundled starter and its refinement)."""
     analyst: str = "offline"
-    description: str | None = None
-    """Description variant for a refinement run started here (None: the task's default)."""
-    rounds: int = 6
+    """Analyst of the refinement run started here when no `refined_run` is given."""
+    description: str | None = field(default=None, metadata={"choices": DESCRIPTION_VARIANTS})
+    """Task description for a refinement run started here (None: the task's default)."""
+    max_rounds: int = 6
+    """Most rounds of a refinement run started here."""
     best_checkpoint: bool = False
-    """Beside every RL row (final weights), a row with the best weights on the selection seeds."""
+    """Beside every RL row (final weights, the published rule), a row with the best weights on the
+    selection seeds from the same training; its selection resets are counted as extra."""
     out: Path = Path("results")
+    """Results root: the results go to <out>/<task>/<date>/."""
     smoke: bool = False
+    """Every condition with tiny budgets (CI): proves the pipeline, measures nothing."""
     date: str | None = None
+    """Results sub-folder name (None: today)."""
     group_size: int = 20
+    """RL trajectories per update (capped by the budget)."""
     mlp_rl_lr: float | None = None
     """Adam step for the MLP's RL; None is METHOD.md's 0.007 like every other program. Any
     other value is a departure and the results table names it."""
@@ -70,25 +88,28 @@ class ExperimentOptions:
     """RLConfig fields set for every RL condition (options beyond the published method, e.g.
     {"std_scale": 0.25}); the results table names each one used."""
     max_steps: int | None = None
+    """Cap on episode length (smoke runs)."""
     il: dict = field(default_factory=dict)
+    """ILConfig fields set for every fit; the results table names them."""
 
     @classmethod
     def from_args(cls, args) -> ExperimentOptions:
-        opts = cls(task=args.task, seeds=args.seeds, workers=args.workers or (os.cpu_count() or 1),
-                   ray=args.ray, low_resets=args.low_resets, high_resets=args.high_resets,
-                   refined_run=args.refined_run, from_run=args.from_run, offline_rows=not args.no_offline_rows,
-                   analyst=args.analyst, description=args.description, rounds=args.rounds,
-                   best_checkpoint=args.best_checkpoint, out=args.out, smoke=args.smoke, date=args.date,
-                   mlp_rl_lr=args.mlp_rl_lr, rl=parse_rl_settings(getattr(args, "rl_set", None) or []))
-        return opts.smoke_profile() if args.smoke else opts
+        from refine_core.flags import check_settings, given
+        from refine_core.learn.il import ILConfig
+
+        values = given(args, cls)
+        values["rl"] = check_settings(RLConfig, values.get("rl", {}), "--rl-set")
+        values["il"] = check_settings(ILConfig, values.get("il", {}), "--il-set")
+        opts = cls(**values)
+        return opts.smoke_profile() if opts.smoke else opts
 
     def smoke_profile(self) -> ExperimentOptions:
         """Every condition, tiny budgets: proves the pipeline in minutes, measures nothing.
         The RL window shrinks to fit the 40-step episodes so the surrogate has terms, and
         best-checkpoint selection (when asked for) runs on two selection seeds every update."""
         self.seeds, self.low_resets, self.high_resets = min(self.seeds, 2), 2, 4
-        self.group_size, self.max_steps, self.rounds = 2, 40, min(self.rounds, 2)
-        self.il = {"max_epochs": 30}
+        self.group_size, self.max_steps, self.max_rounds = 2, 40, min(self.max_rounds, 2)
+        self.il = {"max_epochs": 30, **self.il}
         self.rl = {"window": 10, **({"select_every": 1, "selection_episodes": 2} if self.best_checkpoint else {}),
                    **self.rl}
         self.date = self.date or "smoke"
@@ -133,13 +154,14 @@ def run_experiment(opts: ExperimentOptions) -> Path:
                                                                              k[1]))
     train = [(spec.name, by_key[key].source, demo_npz, opts.il, rl_config(by_key[key], resets, opts))
              for key, resets in plans]
-    done = map_jobs(train_job, train, workers=opts.workers, ray_address=opts.ray, desc="train")
+    workers = opts.workers or os.cpu_count() or 1
+    done = map_jobs(train_job, train, workers=workers, ray_address=opts.ray, desc="train")
     trained = [condition_weights(c, done[plans.index((c.program, c.rl_resets))]) for c in conds]
 
     # 3. Evaluate each trained policy on the unseen evaluation seeds.
     seeds = evaluation_seeds(task, opts.seeds)
     evals = [(spec.name, t["bundle"], s, opts.max_steps) for t in trained for s in seeds]
-    results = map_jobs(eval_job, evals, workers=opts.workers, ray_address=opts.ray, desc="evaluate")
+    results = map_jobs(eval_job, evals, workers=workers, ray_address=opts.ray, desc="evaluate")
 
     # 4. Tables, statistics, plots; everything also lands in experiment.db.
     rows = []
@@ -191,24 +213,6 @@ def rl_config(program: Program, resets: int, opts: ExperimentOptions) -> dict | 
     except ValueError as exc:
         raise ExperimentSetupError(f"RL settings: {exc}") from None
     return cfg
-
-
-def parse_rl_settings(items: list[str]) -> dict:
-    """["std_scale=0.25", 'param_lr={"log_std": 0}'] -> RLConfig fields; values are JSON
-    where they parse as JSON, else strings. Unknown fields are refused by name."""
-    from dataclasses import fields as dataclass_fields
-
-    known = {f.name for f in dataclass_fields(RLConfig)}
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or key not in known:
-            raise ValueError(f"--rl-set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(known)}")
-        try:
-            out[key] = json.loads(text)
-        except json.JSONDecodeError:
-            out[key] = text
-    return out
 
 
 def experiment_programs(opts: ExperimentOptions, task: Task, out: Path) -> tuple[list[Program], list[Refinement]]:
@@ -306,8 +310,8 @@ def offline_refinement(opts: ExperimentOptions, task: Task, out: Path) -> tuple[
             db_file.unlink()  # a fresh refinement each time, so re-runs reproduce it exactly
             for suffix in ("-wal", "-shm"):
                 Path(str(db_file) + suffix).unlink(missing_ok=True)
-        analyst = make_analyst(opts.analyst, config=load_config(), task=task.spec.name)
-        cfg = RefineConfig(max_rounds=opts.rounds, eval_episodes=opts.seeds, max_steps=opts.max_steps,
+        analyst = make_analyst(opts.analyst, config=load_config())
+        cfg = RefineConfig(max_rounds=opts.max_rounds, eval_episodes=opts.seeds, max_steps=opts.max_steps,
                            il=opts.il, verbose=False)
         refine(task, analyst, RunDatabase(db_file), cfg)
     db = RunDatabase(db_file)

@@ -105,7 +105,7 @@ class RLConfig:
     """Explicit seeds of those evaluations (overrides `selection_episodes`). Never the
     evaluation seeds: a checkpoint chosen on them would be reported on the data it was
     chosen with."""
-    checkpoint: str = "final"
+    checkpoint: str = field(default="final", metadata={"choices": CHECKPOINTS})
     """Weights left in the policy at the end: "final" (after the last update; the published
     rule) or "best" (highest selection-seed mean-action metric seen, the initial weights
     included; a departure that needs `select_every` > 0)."""
@@ -122,7 +122,7 @@ class RLConfig:
     window_mean: bool = False
     """Length-normalise the windowed ratio as GSPO does for whole sequences: the geometric
     mean of the per-step ratios (their mean log) instead of their product."""
-    window_direction: str = "forward"
+    window_direction: str = field(default="forward", metadata={"choices": WINDOW_DIRECTIONS})
     """"forward" is the published window u = t ... t+L-1 over full windows only. "backward"
     reproduces an earlier version of this file (u = t-L+1 ... t, partial windows at the
     start), kept to measure the difference."""

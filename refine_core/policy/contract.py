@@ -39,9 +39,10 @@ from refine_core.policy.errors import (
     ScaleTrilShapeError,
 )
 from refine_core.policy.static_check import check_program_source
+from refine_core.rollout.schema import INFO_PREFIXES, is_weight
 from refine_core.tasks.spec import TaskSpec
 
-INFO_KEY_RE = re.compile(r"^(weight|latent)_[a-z0-9_]+$")
+INFO_KEY_RE = re.compile("^(" + "|".join(re.escape(p) for p in INFO_PREFIXES) + ")[a-z0-9_]+$")
 # Entries above the diagonal smaller than this count as zero: programs that build the factor
 # with arithmetic (e.g. `L * mask`) can leave signed zeros or denormals there.
 _UPPER_TOL = 1e-7
@@ -313,9 +314,9 @@ def _check_outputs(out, spec: TaskSpec, n: int):
             )
         if not isinstance(value, torch.Tensor):
             raise InfoKeyError(f"info[{key!r}] must be a torch.Tensor, got {_describe(value)}")
-        expected = (1,) if key.startswith("weight_") else (n,)
+        expected = (1,) if is_weight(key) else (n,)
         if tuple(value.shape) != expected:
-            kind = "weight_* keys hold one value, shape (1,)" if key.startswith("weight_") else (
+            kind = "weight_* keys hold one value, shape (1,)" if is_weight(key) else (
                 "latent_* keys hold one value per batch row, shape (B,)"
             )
             raise InfoShapeError(
@@ -323,7 +324,7 @@ def _check_outputs(out, spec: TaskSpec, n: int):
                 f"{tuple(value.shape)}; split multi-dimensional quantities into several keys"
             )
         _require_finite(f"info[{key!r}]", value.detach())
-        (weights if key.startswith("weight_") else latents).append(key)
+        (weights if is_weight(key) else latents).append(key)
     return tuple(weights), tuple(latents), mean, tril
 
 

@@ -21,7 +21,7 @@ become an empty one. Every column name of a rollout table is built here and nowh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from refine_core.tasks.spec import TaskSpec
@@ -32,7 +32,62 @@ EXECUTION_COLUMNS = ("halted", "rejected")
 """What became of each step's command on a robot (with the safe_* columns)."""
 EPISODE_KINDS = ("diagnostic", "selection", "eval")
 """The kinds of episode a round runs: the table the diagnostics read, the episodes that pick
-the best round, and the episodes that are only reported."""
+the best round, and the episodes that are only reported. (The database also stores the
+demonstration's steps as kind `demo`.)"""
+ACTION_FAMILIES = ("mean", "std", "act", "expert", "safe")
+"""The families of per-action columns, `<family>_<action>` (see the table above)."""
+WEIGHT_PREFIX, LATENT_PREFIX = "weight_", "latent_"
+INFO_PREFIXES = (WEIGHT_PREFIX, LATENT_PREFIX)
+"""What a program's info keys start with: fitted weights and intermediate quantities."""
+NEXT_PREFIX = "next_"
+
+
+# -- the names, one function each: nothing else spells a prefix --------------------------------
+def action_column(family: str, action: str) -> str:
+    """The column of `action` in `family` (one of ACTION_FAMILIES), e.g. ``act_steer``."""
+    if family not in ACTION_FAMILIES:
+        raise ValueError(f"unknown column family {family!r}; families: {ACTION_FAMILIES}")
+    return f"{family}_{action}"
+
+
+def family_columns(columns: Iterable[str], family: str) -> list[str]:
+    """The columns of `columns` in `family`, in their order."""
+    head = action_column(family, "")
+    return [c for c in columns if str(c).startswith(head)]
+
+
+def next_column(column: str) -> str:
+    """The column holding observation column `column` after the step."""
+    return f"{NEXT_PREFIX}{column}"
+
+
+def is_weight(key: str) -> bool:
+    return str(key).startswith(WEIGHT_PREFIX)
+
+
+def is_latent(key: str) -> bool:
+    return str(key).startswith(LATENT_PREFIX)
+
+
+def is_info_key(key: str) -> bool:
+    """A program's info key (a weight or a latent), which is a table column as it is."""
+    return str(key).startswith(INFO_PREFIXES)
+
+
+def info_name(key: str) -> str:
+    """An info key without its prefix (``latent_speed_error`` -> ``speed_error``)."""
+    return next((str(key)[len(p):] for p in INFO_PREFIXES if str(key).startswith(p)), str(key))
+
+
+def analyst_renames(spec: TaskSpec) -> Mapping[str, str]:
+    """Stored rollout-table column -> the column the analyst's code reads, for `spec`'s
+    description variant (`TaskSpec.analyst_columns`): each renamed observation column and its
+    next-step twin. Empty when nothing is renamed."""
+    out: dict[str, str] = {}
+    for stored, shown in spec.analyst_columns:
+        out[stored] = shown
+        out[next_column(stored)] = next_column(shown)
+    return out
 
 
 @dataclass(frozen=True)
@@ -55,31 +110,35 @@ class RolloutSchema:
                    expert=expert, safe=safe)
 
     # -- one family of names each -----------------------------------------------------------
+    def family(self, family: str) -> list[str]:
+        """Every action's column in `family`, in action order."""
+        return [action_column(family, a) for a in self.action_names]
+
     def mean(self) -> list[str]:
-        return [f"mean_{a}" for a in self.action_names]
+        return self.family("mean")
 
     def std(self) -> list[str]:
-        return [f"std_{a}" for a in self.action_names]
+        return self.family("std")
 
     def act(self) -> list[str]:
-        return [f"act_{a}" for a in self.action_names]
+        return self.family("act")
 
     def expert_columns(self) -> list[str]:
-        return [f"expert_{a}" for a in self.action_names]
+        return self.family("expert")
 
     def safe_columns(self) -> list[str]:
-        return [f"safe_{a}" for a in self.action_names]
+        return self.family("safe")
 
     def next_observation(self) -> list[str]:
-        return [f"next_{c}" for c in self.observation_columns]
+        return [next_column(c) for c in self.observation_columns]
 
     @property
     def weights(self) -> list[str]:
-        return [k for k in self.info_keys if k.startswith("weight_")]
+        return [k for k in self.info_keys if is_weight(k)]
 
     @property
     def latents(self) -> list[str]:
-        return [k for k in self.info_keys if k.startswith("latent_")]
+        return [k for k in self.info_keys if is_latent(k)]
 
     # -- whole rows -------------------------------------------------------------------------
     def policy_step(self) -> list[str]:
@@ -96,13 +155,3 @@ class RolloutSchema:
         if self.safe:
             columns += [*self.safe_columns(), *EXECUTION_COLUMNS]
         return columns + [*OUTCOME_COLUMNS, *self.next_observation()]
-
-    def data_columns(self) -> list[str]:
-        """`columns` without the id columns (what one step contributes)."""
-        return [c for c in self.columns if c not in ID_COLUMNS]
-
-
-def action_of(column: str, prefix: str) -> str | None:
-    """The action name in a `<prefix>_<action>` column, or None if it has another prefix."""
-    head = f"{prefix}_"
-    return column[len(head):] if column.startswith(head) else None

@@ -31,7 +31,6 @@ FIT_VALIDATION_S = 20.0
 """Seconds (from the sandbox's start, torch import included) for the validation phase: build,
 contract check and two epochs. About 2 s on an idle 2-core machine for the bundled programs;
 the margin is for a loaded one. A program stuck in `forward` is refused within this."""
-PHASES = ("validation", "fit")
 PRELOAD = ("numpy", "torch", "refine_core.policy.contract", "refine_core.learn.il",
            "refine_core.tasks.registry")
 _WORKER = Path(__file__).with_name("fit_worker.py")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from refine_core.rollout.schema import LATENT_PREFIX
 from refine_core.store.db import RunDatabase
 
 
@@ -24,7 +25,7 @@ def step_frame(rows: int, columns: int = 60, *, seed: int = 0) -> pd.DataFrame:
         "step": np.arange(rows, dtype=np.int64) % 500,
     })
     values = rng.standard_normal((rows, columns - frame.shape[1]))
-    extra = pd.DataFrame(values, columns=[f"latent_c{i}" for i in range(values.shape[1])])
+    extra = pd.DataFrame(values, columns=[f"{LATENT_PREFIX}c{i}" for i in range(values.shape[1])])
     return pd.concat([frame, extra], axis=1)
 
 

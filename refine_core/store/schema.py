@@ -8,6 +8,8 @@ Bump `SCHEMA_VERSION` (and add a migration in `db.py`) whenever a fixed table ch
 
 from __future__ import annotations
 
+from refine_core.rollout.schema import ID_COLUMNS
+
 SCHEMA_VERSION = 3
 """1: the first schema. 2: `demonstrations` records where a demonstration came from (`source`),
 the operator's `label` and the observation `columns` it was recorded with. 3: `rounds` keeps
@@ -123,6 +125,5 @@ MIGRATIONS: dict[int, tuple[tuple[str, tuple], ...]] = {
     2: (("UPDATE demonstrations SET source = ? WHERE source IS NULL", (SIMULATED_EXPERT,)),),
 }
 
-ROUND_STATUSES = ("committed", "failed", "running")
-EPISODE_KINDS = ("diagnostic", "selection", "eval", "demo", "rl")
-STEP_ID_COLUMNS = ("run_id", "round", "kind", "episode", "seed", "step")
+STEP_ID_COLUMNS = ID_COLUMNS
+"""The steps table's key columns: the rollout table's id columns."""

@@ -1,6 +1,5 @@
 """Benchmark tasks, one folder each (see `registry.py`). Importing this package registers
-every task's Gymnasium id: ``refine/CarRacingSemantic-v0`` (1000-step limit),
-``refine/DoorOpen-v0`` (500 steps) and ``refine/Pendulum-v0`` (200 steps)."""
+every task's Gymnasium id (each folder's `ENTRY.env_id`, e.g. ``refine/DoorOpen-v0``)."""
 
 from __future__ import annotations
 
@@ -10,18 +9,11 @@ from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 register_envs()
 
-CAR_ENV_ID = "refine/CarRacingSemantic-v0"
-DOOR_ENV_ID = "refine/DoorOpen-v0"
-PENDULUM_ENV_ID = "refine/Pendulum-v0"
-
 __all__ = [
     "ActionSpec",
-    "CAR_ENV_ID",
-    "DOOR_ENV_ID",
     "Expert",
     "InputSpec",
     "MetricSpec",
-    "PENDULUM_ENV_ID",
     "Task",
     "TaskEntry",
     "TaskSpec",

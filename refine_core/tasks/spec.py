@@ -10,12 +10,11 @@ know about our environments. The variant decides every word the analyst reads ab
 sees), never what is stored: the run database, demonstrations, the ROS topics and the MCAP
 export always use the task's own column names, so one demonstration serves every variant and
 a robot's bridge never depends on how a prompt was worded. `TaskSpec.for_analyst` is the spec
-with the analyst's column names; `analyst_renames` maps a stored table onto it.
+with the analyst's column names; `rollout.schema.analyst_renames` maps a stored table onto it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from math import prod
 
@@ -154,14 +153,3 @@ class TaskSpec:
         better = "higher" if self.metric.higher_is_better else "lower"
         lines.append(f"Metric ({better} is better): {self.metric.description}")
         return "\n".join(lines)
-
-
-def analyst_renames(spec: TaskSpec) -> Mapping[str, str]:
-    """Stored rollout-table column -> the column the analyst's code reads, for `spec`'s
-    variant: each renamed observation column and its `next_` twin. Empty when nothing is
-    renamed."""
-    out: dict[str, str] = {}
-    for stored, shown in spec.analyst_columns:
-        out[stored] = shown
-        out[f"next_{stored}"] = f"next_{shown}"
-    return out

@@ -98,7 +98,7 @@ class AnalysisNode(Node):
         if self.config.rl_resets and self.config.demonstration == "recorded":
             raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "
                              "cannot use it")
-        self.analyst = make_analyst(analyst, transcript=transcript, task=self.task,
+        self.analyst = make_analyst(analyst, transcript=transcript,
                                     max_test_requests=self.config.max_test_requests, replay_mode=str(p["replay_mode"]))
         if transcript and analyst in ("openai", "record"):  # the analyst carries the settings a replay needs
             start_transcript(transcript, recording_settings(self.task.spec.name, self.task.spec.description_variant,

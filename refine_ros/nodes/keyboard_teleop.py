@@ -32,7 +32,7 @@ from refine_ros import qos
 from refine_ros.messages import pack_vector, unpack_json
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.teleop import CONTROL_HELP, KEYMAPS, KeyboardState
+from refine_ros.teleop import CONTROL_HELP, KeyboardState, keymap_for
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())}): the actions and their keys"),
@@ -50,14 +50,14 @@ class KeyboardTeleop(Node):
         self.fd = sys.stdin.fileno() if input_fd is None else input_fd
         with refusing(self):
             p = values(self, PARAMETERS)
-            if str(p["task"]) not in KEYMAPS:
-                raise StartRefused(f"keyboard_teleop: no keys for task {p['task']!r}; tasks with keys: "
-                                   f"{', '.join(KEYMAPS)}")
+            try:
+                self.keys = keymap_for(get_task(str(p["task"])).spec)
+            except ValueError as exc:  # an unknown task, or one without keys
+                raise StartRefused(f"keyboard_teleop: {exc}") from None
             if not os.isatty(self.fd):
                 raise StartRefused("keyboard_teleop needs a terminal: run it in a terminal of its own (not under "
                                    "ros2 launch), e.g. ros2 run refine_ros keyboard_teleop --ros-args -p task:=...")
         self.spec = get_task(str(p["task"])).spec
-        self.keys = KEYMAPS[self.spec.name]
         self.state = KeyboardState(self.spec, self.keys, float(p["hold_time"]), float(p["scale"]))
         self.quit = threading.Event()
         self.step = 0

@@ -42,6 +42,7 @@ from visualization_msgs.msg import MarkerArray
 
 from refine_core.tasks import get_task, task_names
 from refine_core.tasks.scene import Scene
+from refine_core.tasks.view import TaskView
 from refine_ros import adapters, markers, qos
 from refine_ros.messages import pack_json, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
@@ -81,6 +82,7 @@ class SimNode(Node):
             super().destroy_node()
             raise ValueError(f"sim_node: unknown task {task_name!r}; choose one of {', '.join(task_names())}")
         self.task = get_task(task_name)
+        self.view = TaskView(self.task)
         self.spec = self.task.spec
         self.frame_id = self._p("frame_id")
         self._camera_size = (int(self._p("camera_width")), int(self._p("camera_height")))
@@ -130,13 +132,13 @@ class SimNode(Node):
             return self.task.make_env()
         os.environ.setdefault("MUJOCO_GL", "osmesa")
         width, height = self._camera_size
-        return self.task.make_camera_env(width, height)
+        return self.view.make_camera_env(width, height)
 
     def _first_scene(self) -> Scene:
         """A scene of the configured seed, so every typed topic has a publisher (and
         subscribers time to match) before the first episode's first message."""
         self.env.reset(seed=int(self._p("seed")))
-        return self.task.scene(self.env)
+        return self.view.scene(self.env)
 
     def _create_typed_publishers(self, scene: Scene) -> None:
         for topic, kind in adapters.topic_types(scene).items():
@@ -168,7 +170,7 @@ class SimNode(Node):
         self._obs = obs
         self._observations, self._rewards, self._infos = [obs], [], []
         self._trail.clear()
-        self._static_shapes = self.task.static_shapes(self.env)
+        self._static_shapes = self.view.static_shapes(self.env)
         self._last_static = -1e9
         self._publish_event("reset", seed=seed)
         self._publish_observation(done=False)
@@ -241,7 +243,7 @@ class SimNode(Node):
             expert = np.asarray(self.expert(self._obs), dtype=float)
             self._expert_pub.publish(pack_vector(self.episode, self.step_index, expert.tolist()))
         stamp = self.get_clock().now().to_msg()
-        scene = self.task.scene(self.env)
+        scene = self.view.scene(self.env)
         typed = adapters.scene_messages(scene, stamp, self.frame_id)
         if typed.keys() - self._typed_pubs.keys():  # a task whose scene grew: publish it too
             self._create_typed_publishers(scene)
@@ -283,7 +285,7 @@ class SimNode(Node):
             frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
         img = Image(height=height, width=width, encoding="rgb8", is_bigendian=0, step=3 * width)
         img.header.stamp = stamp
-        img.header.frame_id = self.task.camera_frame or self.frame_id
+        img.header.frame_id = self.view.camera_frame or self.frame_id
         img.data = frame.tobytes()
         self._camera_pub.publish(img)
 

@@ -34,6 +34,7 @@ from refine_core.analyst.offline.catalogue import (
     render,
 )
 from refine_core.analyst.offline.introspect import info_keys
+from refine_core.rollout.schema import OUTCOME_COLUMNS, action_column, family_columns
 from refine_core.tasks.spec import TaskSpec
 
 IDENTITY = "Offline rule-based analyst (deterministic, no network; this is not an LLM)."
@@ -93,13 +94,10 @@ class {spec.policy_class}(nn.Module):
 
 
 def _task_starter(task_name: str) -> str | None:
-    """The starter program a registered task ships with (`Task.starter_program`), if any."""
-    from refine_core.tasks.registry import UnknownTaskError, get_task
+    """The starter program a registered task ships with (its folder's `programs/starter.py`), if any."""
+    from refine_core.policy.programs import find_starter
 
-    try:
-        return get_task(task_name).starter_program()
-    except UnknownTaskError:
-        return None
+    return find_starter(task_name)
 
 
 def _key(name: str) -> str:
@@ -193,7 +191,7 @@ class OfflineAnalyst(Analyst):
     def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
         columns = [str(c) for c in schema]
         code = diagnostic_battery(spec, program, columns)
-        expert = sorted(c for c in columns if c.startswith("expert_"))
+        expert = sorted(family_columns(columns, "expert"))
         relabels = (
             f"expert relabels are in the table ({', '.join(expert)}), so expert-agreement checks "
             "are included"
@@ -344,8 +342,8 @@ def focused_tests(spec: TaskSpec, program: str, checks: list[str], *, expert: bo
     asks for focused tests only once."""
     schema = list(spec.observation_columns) + list(info_keys(program, spec))
     for a in spec.action_names:
-        schema += [f"mean_{a}", f"act_{a}"] + ([f"expert_{a}"] if expert else [])
-    schema += ["reward", "done"]
+        schema += [action_column(family, a) for family in ("mean", "act", *(("expert",) if expert else ()))]
+    schema += list(OUTCOME_COLUMNS)
     code = diagnostic_battery(spec, program, schema)
     kept: list[str] = []
     for line in code.splitlines():

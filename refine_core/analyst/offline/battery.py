@@ -20,311 +20,35 @@ ERROR instead of ending the script.
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 from refine_core.analyst.offline.introspect import read_program
+from refine_core.rollout.schema import WEIGHT_PREFIX, RolloutSchema, is_latent, is_weight
 from refine_core.tasks.spec import TaskSpec
 
-_PRELUDE = '''\
-import math
-import warnings
-
-import numpy as np
-import pandas as pd
-
-try:
-    from scipy import stats as _stats
-except Exception:  # scipy missing: the KS statistic is computed by hand
-    _stats = None
-
-# Empty or all-NaN slices are expected (a constant action never flips); they print nan.
-warnings.simplefilter("ignore")
+CODE_FILE = Path(__file__).with_name("battery_code.py")
+"""The battery's helpers and generic checks (sandbox code kept in a real `.py` file)."""
+TASK_CODE_FILE = "diagnostic_checks.py"
+"""A task folder's own checks (sandbox code), beside its `diagnostics.py` (the calls)."""
+BEGIN, END = "# ---- sandbox code begins ----", "# ---- sandbox code ends ----"
 
 
-class _Missing(Exception):
-    pass
-
-
-def _fmt(value):
-    if isinstance(value, (bool, np.bool_)):
-        return str(int(value))
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        value = float(value)
-        return "nan" if not math.isfinite(value) else f"{value:.4g}"
-    return str(value).replace(" ", "_") or "-"
-
-
-def _emit(check, status, **values):
-    fields = " ".join(f"{k}={_fmt(v)}" for k, v in values.items())
-    print(f"CHECK {check} {status} {fields}".rstrip())
-
-
-def _run(check, fn, *args):
+def sandbox_code(text: str) -> str:
+    """The lines of a sandbox-code file between its two marker lines: what the sandbox runs."""
+    lines = text.splitlines()
     try:
-        fn(check, *args)
-    except _Missing as missing:
-        _emit(check, "SKIP", missing=missing.args[0])
-    except Exception as exc:  # one broken check never ends the battery
-        _emit(check, "ERROR", error=type(exc).__name__)
+        start, stop = lines.index(BEGIN), lines.index(END)
+    except ValueError:
+        raise ValueError(f"a sandbox-code file needs the lines {BEGIN!r} and {END!r}") from None
+    return "\n".join(lines[start + 1:stop]) + "\n"
 
 
-def _col(frame, name):
-    if frame is None or name not in frame.columns:
-        raise _Missing(name)
-    return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
+def _families(names: RolloutSchema) -> dict[str, dict[str, str]]:
+    """{family: {action: column}} for the families the battery's code reads."""
+    return {family: dict(zip(names.action_names, names.family(family), strict=True))
+            for family in ("mean", "act", "expert")}
 
-
-_FRAME = [None]
-
-
-def C(name):
-    """A column as the program sees it (NaN replaced by zero, like nan_to_num), read from the
-    rollout unless `_on` points it at another frame."""
-    return np.nan_to_num(_col(df if _FRAME[0] is None else _FRAME[0], name))
-
-
-def _on(frame, fn):
-    """Evaluate `fn` (an expression over C) on the rows of `frame`."""
-    if frame is None:
-        raise _Missing("demo")
-    _FRAME[0] = frame
-    try:
-        return np.asarray(fn(), dtype=float) * np.ones(len(frame))
-    finally:
-        _FRAME[0] = None
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _relu(x):
-    return np.maximum(x, 0.0)
-
-
-def _corr(a, b):
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    ok = np.isfinite(a) & np.isfinite(b)
-    if ok.sum() < 3 or np.std(a[ok]) < 1e-12 or np.std(b[ok]) < 1e-12:
-        return float("nan")
-    return float(np.corrcoef(a[ok], b[ok])[0, 1])
-
-
-def _groups(frame):
-    keys = [k for k in ("seed", "episode") if k in frame.columns]
-    return [g for _, g in frame.groupby(keys, sort=True)] if keys else [frame]
-
-
-def _ks(a, b):
-    if _stats is not None:
-        return float(_stats.ks_2samp(a, b).statistic)
-    grid = np.sort(np.concatenate([a, b]))
-    fa = np.searchsorted(np.sort(a), grid, side="right") / len(a)
-    fb = np.searchsorted(np.sort(b), grid, side="right") / len(b)
-    return float(np.max(np.abs(fa - fb)))
-
-
-def _clipped_mean(action, low, high):
-    return np.clip(_col(df, "mean_" + action), low, high)
-
-
-def _table_check(check):
-    episodes = len(_groups(df))
-    _emit(check, "INFO", rows=len(df), episodes=episodes, columns=len(df.columns),
-          demo_rows=0 if demo is None else len(demo), expert=len(EXPERT))
-
-
-def _sign_check(check, key, initial):
-    values = _col(df, key)
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        _emit(check, "SKIP", reason="no_finite_values")
-        return
-    fitted = float(np.median(values))
-    if initial == 0:
-        status = "INFO"
-    else:
-        status = "PASS" if np.sign(fitted) == np.sign(initial) else "FAIL"
-    _emit(check, status, initial=initial, fitted=fitted, ratio=fitted / initial if initial else float("nan"))
-
-
-def _recon_check(check, latent, recompute):
-    logged = _col(df, latent)
-    value = np.asarray(recompute(), dtype=float) * np.ones(len(df))
-    ok = np.isfinite(logged) & np.isfinite(value)
-    if ok.sum() == 0:
-        _emit(check, "SKIP", reason="no_finite_values")
-        return
-    err = np.abs(value[ok] - logged[ok])
-    scale = max(float(np.std(logged[ok])), float(np.mean(np.abs(logged[ok]))), 1e-6)
-    rel = float(np.max(err)) / scale
-    _emit(check, "PASS" if rel < 1e-3 else "FAIL", max_abs_err=float(np.max(err)), rel_err=rel)
-
-
-def _saturation_check(check, action, low, high):
-    act = _col(df, "act_" + action)
-    mean = _col(df, "mean_" + action)
-    span = (high - low) * 1e-3
-    at_low = float(np.mean(act <= low + span))
-    at_high = float(np.mean(act >= high - span))
-    outside = float(np.mean((mean < low) | (mean > high)))
-    values = dict(low=at_low, high=at_high, mean_outside=outside)
-    status = "INFO"
-    if demo is not None and "act_" + action in demo.columns:
-        shown = _col(demo, "act_" + action)
-        d_low = float(np.mean(shown <= low + span))
-        d_high = float(np.mean(shown >= high - span))
-        values.update(demo_low=d_low, demo_high=d_high)
-        status = "FAIL" if max(abs(at_low - d_low), abs(at_high - d_high)) > 0.3 else "PASS"
-    if action in EXPERT:
-        expert = _col(df, "expert_" + action)
-        values.update(expert_low=float(np.mean(expert <= low + span)),
-                      expert_high=float(np.mean(expert >= high - span)))
-    _emit(check, status, **values)
-
-
-def _corr_check(check, latent, action):
-    lat = _col(df, latent)
-    values = dict(r=_corr(lat, _col(df, "mean_" + action)))
-    if action in EXPERT:
-        values["r_expert"] = _corr(lat, _col(df, "expert_" + action))
-    _emit(check, "INFO", **values)
-
-
-def _demofit_check(check, action, features):
-    """How much of the demonstrated action the program's own features explain linearly
-    (least squares with a bias on the demonstration's states), next to the same fit of the
-    policy's action mean on the rollout's states."""
-    names = sorted(features)
-    if not names:
-        raise _Missing("features")
-    shown = _col(demo, "act_" + action) if demo is not None else None
-    if shown is None:
-        raise _Missing("demo")
-
-    def r2(frame, target):
-        x = np.column_stack([_on(frame, features[n]) for n in names] + [np.ones(len(frame))])
-        ok = np.all(np.isfinite(x), axis=1) & np.isfinite(target)
-        if ok.sum() <= x.shape[1] or np.std(target[ok]) < 1e-12:
-            return float("nan")
-        coef, *_ = np.linalg.lstsq(x[ok], target[ok], rcond=None)
-        resid = target[ok] - x[ok] @ coef
-        return 1.0 - float(np.var(resid)) / float(np.var(target[ok]))
-
-    _emit(check, "INFO", r2_demo=r2(demo, shown), r2_policy=r2(df, _col(df, "mean_" + action)),
-          features=len(names))
-
-
-def _shift_check(check, column):
-    roll = _col(df, column)
-    ref = _col(demo, column)
-    roll = roll[np.isfinite(roll)]
-    ref = ref[np.isfinite(ref)]
-    if len(roll) < 2 or len(ref) < 2:
-        _emit(check, "SKIP", reason="too_few_values")
-        return
-    spread = float(np.std(ref))
-    if spread < 1e-9 and float(np.std(roll)) < 1e-9:
-        _emit(check, "INFO", constant=1, roll_mean=float(np.mean(roll)), demo_mean=float(np.mean(ref)))
-        return
-    smd = (float(np.mean(roll)) - float(np.mean(ref))) / max(spread, 1e-9)
-    ks = _ks(roll, ref)
-    status = "FAIL" if abs(smd) > 1.0 or ks > 0.5 else "PASS"
-    _emit(check, status, smd=smd, ks=ks, roll_mean=float(np.mean(roll)), demo_mean=float(np.mean(ref)))
-
-
-def _expert_check(check, action, low, high):
-    expert = _col(df, "expert_" + action)
-    mean = _clipped_mean(action, low, high)
-    ok = np.isfinite(expert) & np.isfinite(mean)
-    err = expert[ok] - mean[ok]
-    if len(err) == 0:
-        _emit(check, "SKIP", reason="no_finite_values")
-        return
-    rmse = float(np.sqrt(np.mean(err**2)))
-    spread = float(np.std(expert[ok]))
-    r = _corr(expert[ok], mean[ok])
-    if spread < 1e-9:
-        status = "PASS" if rmse < 0.1 * (high - low) else "FAIL"
-    else:
-        status = "PASS" if (r >= 0.8 and rmse < spread) else "FAIL"
-    _emit(check, status, rmse=rmse, bias=float(np.mean(err)), r=r, expert_std=spread)
-
-
-def _hotspot_check(check, action, low, high, feature):
-    err = _col(df, "expert_" + action) - _clipped_mean(action, low, high)
-    value = np.asarray(feature(), dtype=float) * np.ones(len(df))
-    ok = np.isfinite(err) & np.isfinite(value)
-    err, value = err[ok], value[ok]
-    if len(err) < 10:
-        _emit(check, "SKIP", reason="too_few_rows")
-        return
-    bins = pd.qcut(value, 5, duplicates="drop")
-    frame = pd.DataFrame({"sq": err**2, "bin": bins})
-    per_bin = frame.groupby("bin", observed=True)["sq"].agg(["mean", "sum"])
-    worst = per_bin["mean"].idxmax()
-    total = float(frame["sq"].sum())
-    overall = math.sqrt(float(frame["sq"].mean()))
-    worst_rmse = math.sqrt(float(per_bin.loc[worst, "mean"]))
-    _emit(
-        check, "INFO",
-        worst_lo=float(worst.left), worst_hi=float(worst.right), worst_rmse=worst_rmse,
-        overall_rmse=overall, ratio=worst_rmse / overall if overall > 0 else float("nan"),
-        low_bin_share=float(per_bin["sum"].iloc[0]) / total if total > 0 else float("nan"),
-        r_err=_corr(err, value), r_abs=_corr(np.abs(err), value),
-    )
-
-
-def _disagreement_check(check, action, low, high, columns):
-    err = _col(df, "expert_" + action) - _clipped_mean(action, low, high)
-    scores = []
-    for name in columns:
-        if name in df.columns:
-            r = _corr(err, _col(df, name))
-            if math.isfinite(r):
-                scores.append((abs(r), name, r))
-    scores.sort(key=lambda s: (-s[0], s[1]))
-    values = {}
-    for i, (_, name, r) in enumerate(scores[:3], 1):
-        values[f"top{i}"] = name
-        values[f"r{i}"] = r
-    _emit(check, "INFO", **values)
-
-
-def _flips(x):
-    d = np.diff(x[np.isfinite(x)])
-    d = d[np.abs(d) > 1e-9]
-    return float(np.mean(np.sign(d[1:]) != np.sign(d[:-1]))) if len(d) > 2 else float("nan")
-
-
-def _temporal_check(check, action):
-    """Sign changes of the action's increments per step (oscillation), against the
-    demonstration's (and the expert relabels' when present)."""
-    flips, expert_flips, jumps = [], [], []
-    for g in _groups(df):
-        mean = _col(g, "mean_" + action)
-        flips.append(_flips(mean))
-        jumps.append(float(np.nanmean(np.abs(np.diff(mean)))) if len(mean) > 1 else float("nan"))
-        if action in EXPERT:
-            expert_flips.append(_flips(_col(g, "expert_" + action)))
-    flip = float(np.nanmean(flips)) if flips else float("nan")
-    values = dict(flip_rate=flip)
-    if demo is not None and "act_" + action in demo.columns:
-        demo_flip = _flips(_col(demo, "act_" + action))
-        values.update(demo_flip_rate=demo_flip,
-                      flip_ratio=flip / demo_flip if demo_flip and math.isfinite(demo_flip) else float("nan"))
-    if expert_flips:
-        expert_flip = float(np.nanmean(expert_flips))
-        values.update(expert_flip_rate=expert_flip,
-                      expert_flip_ratio=flip / expert_flip if expert_flip and math.isfinite(expert_flip) else float("nan"))
-    _emit(check, "INFO", **values,
-          mean_abs_step=float(np.nanmean(jumps)) if jumps else float("nan"))
-
-
-def _metric_generic(check):
-    returns = [float(np.nansum(_col(g, "reward"))) for g in _groups(df)]
-    _emit(check, "INFO", mean_return=float(np.mean(returns)), min_return=float(np.min(returns)),
-          episodes=len(returns))
-'''
 
 def _quote(name: str) -> str:
     return repr(str(name))
@@ -332,26 +56,36 @@ def _quote(name: str) -> str:
 
 def _task_features(spec: TaskSpec) -> tuple[dict[str, str], list[str], str]:
     """(state features for the hot spots as expressions, the task's helper code, its check
-    calls), from the task's own folder (`Task.diagnostic_features` / `diagnostic_checks`) when
-    `spec` is the spec of a registered task with the same columns; else only a generic metric."""
-    task = _registered_task(spec)
-    features = task.diagnostic_features() if task else {}
-    helpers, calls = task.diagnostic_checks() if task else ([], [])
+    calls), from the task's own folder (`diagnostics.py` and the sandbox code of
+    `diagnostic_checks.py`) when `spec` is the spec of a registered task with the same
+    columns; else only a generic metric."""
+    from refine_core.tasks.registry import task_file, task_part
+
+    diagnostics = task_part(spec.name, "diagnostics") if _registered_task(spec) else None
+    features = diagnostics.features(spec) if hasattr(diagnostics, "features") else {}
+    calls = diagnostics.check_calls(spec) if hasattr(diagnostics, "check_calls") else []
+    code = task_file(spec.name, TASK_CODE_FILE) if calls else None
+    helpers = [sandbox_code(code)] if code is not None else []
     if not calls:
         calls = ["_run('metric.generic', _metric_generic)"]
-    return features, list(helpers), "\n".join(calls)
+    return features, helpers, "\n".join(calls)
 
 
-def _registered_task(spec: TaskSpec):
-    """The registered task `spec` describes, under the same description variant, whose
+def _registered_task(spec: TaskSpec) -> bool:
+    """Whether `spec` describes a registered task, under the same description variant, whose
     analyst column names are `spec`'s (the names the battery's code will read)."""
     from refine_core.tasks.registry import UnknownDescriptionError, UnknownTaskError, get_task
 
     try:
         task = get_task(spec.name, spec.description_variant)
     except (UnknownTaskError, UnknownDescriptionError):
-        return None
-    return task if task.spec.for_analyst().observation_columns == spec.observation_columns else None
+        return False
+    return task.spec.for_analyst().observation_columns == spec.observation_columns
+
+
+@cache
+def _prelude() -> str:
+    return sandbox_code(CODE_FILE.read_text(encoding="utf-8"))
 
 
 def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
@@ -365,20 +99,22 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     columns = [str(c) for c in schema]
     present = set(columns)
     facts = read_program(program or "", spec)
-    weights = [c for c in columns if c.startswith("weight_")]
-    latents = [c for c in columns if c.startswith("latent_")]
+    weights = [c for c in columns if is_weight(c)]
+    latents = [c for c in columns if is_latent(c)]
     observations = [c for c in spec.observation_columns if c in present]
     actions = [(a.name, float(a.low), float(a.high)) for a in spec.actions]
-    expert = [a for a, _, _ in actions if f"expert_{a}" in present]
+    names = RolloutSchema.for_task(spec)
+    mean, act = dict(zip(spec.action_names, names.mean(), strict=True)), dict(zip(spec.action_names, names.act(), strict=True))
+    expert = [a for a, column in zip(spec.action_names, names.expert_columns(), strict=True) if column in present]
     features, helpers, metric_call = _task_features(spec)
     # The program's own features: closed-form latents of the observation alone (no weights),
     # which can be recomputed on the demonstration's states.
-    own = {k: v for k, v in facts.reconstructions.items() if k in present and "weight_" not in v}
+    own = {k: v for k, v in facts.reconstructions.items() if k in present and WEIGHT_PREFIX not in v}
 
     lines = [
         "# Diagnostic battery written by the offline (rule-based) analyst from the program and",
         f"# the column schema of task {spec.name!r}; it reads `df` (rollout) and `demo`.",
-        _PRELUDE,
+        _prelude(),
         *helpers,
         "",
         "",
@@ -386,6 +122,8 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
         f"OBSERVATIONS = {observations!r}",
         "# Actions with expert relabels in the table (empty unless they were switched on).",
         f"EXPERT = {set(expert)!r}" if expert else "EXPERT = set()",
+        "# Each action's column per family (the rollout schema's names).",
+        f"COLUMNS = {_families(names)!r}",
         "",
         "# --- what the table holds and how the task went",
         "_run('table', _table_check)",
@@ -407,9 +145,9 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     lines.append("# --- the demonstrated action the program's own features explain")
     own_dict = "{" + ", ".join(f"{_quote(k)}: lambda: {v}" for k, v in sorted(own.items())) + "}"
     for name, low, high in actions:
-        if f"act_{name}" in present and f"mean_{name}" in present:
+        if act[name] in present and mean[name] in present:
             lines.append(f"_run({_quote('saturation.' + name)}, _saturation_check, {_quote(name)}, {low!r}, {high!r})")
-        if f"mean_{name}" in present:
+        if mean[name] in present:
             lines.append(f"_run({_quote('temporal.' + name)}, _temporal_check, {_quote(name)})")
             if own:
                 lines.append(f"_run({_quote('demofit.' + name)}, _demofit_check, {_quote(name)}, {own_dict})")
@@ -417,7 +155,7 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
         lines.append("")
         lines.append("# --- expert relabels (switched on for this run): agreement on the policy's own states")
     for name, low, high in actions:
-        if name in expert and f"mean_{name}" in present:
+        if name in expert and mean[name] in present:
             lines.append(f"_run({_quote('expert.' + name)}, _expert_check, {_quote(name)}, {low!r}, {high!r})")
             for feature, expr in features.items():
                 check = f"hotspot.{name}.{feature}"
@@ -432,7 +170,7 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     lines.append("# --- latents against actions")
     for latent in latents:
         for name, _, _ in actions:
-            if f"mean_{name}" in present:
+            if mean[name] in present:
                 check = f"corr.{latent}.{name}"
                 lines.append(f"_run({_quote(check)}, _corr_check, {_quote(latent)}, {_quote(name)})")
     lines.append("")
@@ -440,6 +178,6 @@ def diagnostic_battery(spec: TaskSpec, program: str, schema: list[str]) -> str:
     for column in observations:
         lines.append(f"_run({_quote('shift.' + column)}, _shift_check, {_quote(column)})")
     for name, _, _ in actions:
-        if f"act_{name}" in present:
-            lines.append(f"_run({_quote('shift.act_' + name)}, _shift_check, {_quote('act_' + name)})")
+        if act[name] in present:
+            lines.append(f"_run({_quote('shift.' + act[name])}, _shift_check, {_quote(act[name])})")
     return "\n".join(lines) + "\n"

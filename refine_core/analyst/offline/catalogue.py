@@ -1,11 +1,13 @@
 """The offline analyst's catalogue of structural edits, one ordered list per bundled task.
 
-Each task folder provides its own catalogue (`Task.offline_catalogue`: the template text and
-its `Edit`s, in `tasks/<task>/offline_catalogue.py`); this module is the machinery.
+Each task folder may provide its own catalogue, found by task name: the edits as plain data
+(`tasks/<task>/offline_catalogue.py`: `EDITS`, a tuple of dicts) and the template they apply
+to (`tasks/<task>/programs/offline_template.py`); this module is the machinery that reads them
+(`Edit`, `Trigger`, `Condition`), so a task folder never imports the analyst.
 
 Why templates with regions instead of one file per revision: edits fire in whatever order the
 diagnostics ask for, so any subset of a task's edits must yield a valid program. Each task has
-one template (``edits/<task>.py``): the bundled starter program with edit regions added, so
+one template: the bundled starter program with edit regions added, so
 rendering it with no edit gives the starter byte for byte. Lines are grouped into regions
 ``# >>> <id>`` ... ``# <<< <id>`` (kept when the edit is applied), ``# >>> not <id>`` ...
 ``# <<< not <id>`` (kept while it is not) and ``# >>> <a>|<b>`` (kept when either is). The
@@ -24,6 +26,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 STRUCTURE_RE = re.compile(r"^# refine-structure: ([a-z0-9_]+)[ \t]*$", re.MULTILINE)
 EDIT_RE = re.compile(r"^# refine-edit: ([a-z0-9_]+)[ \t]*$", re.MULTILINE)
@@ -104,11 +107,6 @@ class Condition:
         return text
 
 
-def when(check: str, key: str, op: str, threshold: float) -> Condition:
-    """Shorthand the task folders' catalogues write their triggers in."""
-    return Condition(check, key, op, threshold)
-
-
 @dataclass(frozen=True)
 class Trigger:
     """Fires when every condition of `all_of` holds and, if `any_of` is not empty, at least one
@@ -155,21 +153,51 @@ class Edit:
         return render(self.task, applied)
 
 
+TEMPLATE_FILE = "programs/offline_template.py"
+"""Where a task folder keeps its catalogue template (read as text, never imported)."""
+CATALOGUE_PART = "offline_catalogue"
+"""The task folder's module holding its edits as plain data (`EDITS`)."""
+EDIT_KEYS = frozenset({"id", "description", "all_of", "any_of", "requires"})
+
+
 def template_text(task: str) -> str:
-    """The task's catalogue template, from its folder (`Task.offline_catalogue`)."""
+    """The task's catalogue template, from its folder."""
     catalogue = _task_catalogue(task)
     if catalogue is None:
         raise TemplateError(f"task {task!r} has no offline catalogue")
     return catalogue[0]
 
 
+def edit_from_data(task: str, data: dict) -> Edit:
+    """One edit of a task folder's `EDITS` as the analyst uses it. The data: `id`,
+    `description`, the trigger's `all_of` (every condition holds: what the problem is) and
+    `any_of` (at least one holds: its symptoms), each condition `(check, key, op, threshold)`
+    on the battery's `CHECK` lines, and optionally `requires` (edits it builds on)."""
+    unknown = sorted(set(data) - EDIT_KEYS)
+    if unknown or not {"id", "description"} <= set(data):
+        raise TemplateError(f"task {task!r}: a catalogue edit needs 'id' and 'description' and may have "
+                            f"{sorted(EDIT_KEYS - {'id', 'description'})}; got {sorted(data)}")
+
+    def conditions(key: str) -> tuple[Condition, ...]:
+        return tuple(Condition(str(c), str(k), str(op), float(t)) for c, k, op, t in data.get(key, ()))
+
+    return Edit(id=str(data["id"]), task=task, description=str(data["description"]),
+                trigger=Trigger(all_of=conditions("all_of"), any_of=conditions("any_of")),
+                requires=tuple(data.get("requires", ())))
+
+
+@cache
 def _task_catalogue(task: str) -> tuple[str, tuple[Edit, ...]] | None:
-    from refine_core.tasks.registry import UnknownTaskError, get_task
+    """(template text, edits) from the task's folder; None when it has no catalogue."""
+    from refine_core.tasks.registry import UnknownTaskError, task_file, task_part
 
     try:
-        return get_task(task).offline_catalogue()
+        template, data = task_file(task, TEMPLATE_FILE), task_part(task, CATALOGUE_PART)
     except UnknownTaskError:
         return None
+    if template is None or data is None:
+        return None
+    return template, tuple(edit_from_data(task, edit) for edit in data.EDITS)
 
 
 def program_structure(program: str) -> str | None:

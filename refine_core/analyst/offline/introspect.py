@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from refine_core.rollout.schema import is_info_key, is_latent, is_weight
 from refine_core.tasks.spec import TaskSpec
 
 _UNARY_FUNCS = {
@@ -365,7 +366,7 @@ def _info_dict(forward: ast.FunctionDef) -> dict[str, ast.AST]:
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=False):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    if key.value.startswith(("weight_", "latent_")):
+                    if is_info_key(key.value):
                         out[key.value] = value
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -373,7 +374,7 @@ def _info_dict(forward: ast.FunctionDef) -> dict[str, ast.AST]:
                     isinstance(target, ast.Subscript)
                     and isinstance(target.slice, ast.Constant)
                     and isinstance(target.slice.value, str)
-                    and target.slice.value.startswith(("weight_", "latent_"))
+                    and is_info_key(target.slice.value)
                 ):
                     out[target.slice.value] = node.value
     return out
@@ -447,7 +448,7 @@ def read_program(program: str, spec: TaskSpec) -> ProgramFacts:
     info = _info_dict(forward)
     weights: dict[tuple[str, int | None], str] = {}
     for key, value in info.items():
-        if not key.startswith("weight_"):
+        if not is_weight(key):
             continue
         source = _weight_source(value, params)
         if source is None:
@@ -462,7 +463,7 @@ def read_program(program: str, spec: TaskSpec) -> ProgramFacts:
     reader = _Reader(spec, params, consts, weights)
     env = reader.run(forward)
     for key, value in info.items():
-        if key.startswith("latent_") and isinstance(value, ast.Name):
+        if is_latent(key) and isinstance(value, ast.Name):
             expr = env.get(value.id)
             if isinstance(expr, str) and "C(" in expr:
                 facts.reconstructions[key] = expr

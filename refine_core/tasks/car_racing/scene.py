@@ -1,6 +1,7 @@
 """What a viewer draws for the car: its odometry, wheels and planar pose (the joints of
 urdf/rc_car.urdf), the centreline ahead, the car body, the tiles the policy sees, a trail
-coloured by speed, and the whole track once per episode (curb tiles red).
+coloured by speed, and the whole track once per episode (curb tiles red); the hooks that
+`refine_core.tasks.view` looks for.
 
 The track geometry is cached by the env for the episode, so a scene costs a few hundred
 microseconds, far less than a Box2D step.
@@ -26,9 +27,10 @@ BODY_SIZE = (4.6, 2.0, 1.0)  # world units: about the Box2D hull's footprint
 SPEED_FOR_RED = 100.0  # world units / s at the hottest trail colour
 ROAD = (0.42, 0.42, 0.42, 1.0)
 CURB = (0.85, 0.15, 0.15, 1.0)
+CAMERA_FRAME = "camera_link"  # urdf/rc_car.urdf's camera, looking down at the car
 
 
-def car_scene(env: Any) -> Scene:
+def scene(env: Any) -> Scene:
     base = env.unwrapped
     state = base.car_state()
     geometry = base.track_geometry()
@@ -66,7 +68,7 @@ def car_scene(env: Any) -> Scene:
     )
 
 
-def track_shapes(env: Any) -> tuple[Shape, ...]:
+def static_shapes(env: Any) -> tuple[Shape, ...]:
     """The whole track as two triangles per tile."""
     geometry = env.unwrapped.track_geometry()
     points: list[tuple[float, float, float]] = []

@@ -1,6 +1,6 @@
-"""The car-racing `Task`: spec text for program authors, env factory, expert, summaries,
-scene and diagnostic features. Nothing here imports Box2D until an env is made, so the spec
-is cheap to read (the sandboxed fit reads it).
+"""The car-racing `Task`: spec text for program authors, env factory, expert and summaries.
+Nothing here imports Box2D until an env is made, so the spec is cheap to read (the sandboxed
+fit reads it).
 
 Two descriptions (see `refine_core.tasks.spec`):
 - "published" (the default) carries the information the published prompt gave the model, in
@@ -26,7 +26,6 @@ import numpy as np
 
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.car_racing import ENTRY
-from refine_core.tasks.scene import Scene, Shape
 from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 ENV_ID = ENTRY.env_id
@@ -138,7 +137,6 @@ def make_spec(description: str = "published") -> TaskSpec:
 
 
 class CarRacingTask(Task):
-    camera_frame = "camera_link"  # urdf/rc_car.urdf's camera, looking down at the car
     description_variants = DESCRIPTIONS
 
     def __init__(self, description: str = DESCRIPTIONS[0]) -> None:
@@ -151,39 +149,6 @@ class CarRacingTask(Task):
         from refine_core.tasks.car_racing.expert import CarExpert
 
         return CarExpert(env)
-
-    def scene(self, env: gym.Env) -> Scene:
-        from refine_core.tasks.car_racing.scene import car_scene
-
-        return car_scene(env)
-
-    def static_shapes(self, env: gym.Env) -> tuple[Shape, ...]:
-        from refine_core.tasks.car_racing.scene import track_shapes
-
-        return track_shapes(env)
-
-    def diagnostic_checks(self) -> tuple[list[str], list[str]]:
-        from refine_core.tasks.car_racing.diagnostics import checks
-
-        return checks(self.spec.for_analyst())
-
-    def diagnostic_features(self) -> dict[str, str]:
-        shown = self.spec.for_analyst()
-        tiles = shown.input("tiles").columns
-        indicators = shown.input("indicators").columns
-
-        def tile(k: int, j: int) -> str:
-            return f"C({tiles[k * 4 + j]!r})"
-
-        ahead = " + ".join(tile(k, 2) for k in range(1, 12))
-        bend = " + ".join(f"np.abs({tile(k, 2)})" for k in range(5, 12))
-        return {
-            "abs_offset": f"np.abs({tile(0, 0)})",
-            "heading_ahead": f"({ahead}) / 11",
-            "bend": f"({bend}) / 7",
-            "speed": f"C({indicators[0]!r})",
-            "yaw_rate": f"C({indicators[2]!r})",
-        }
 
     def split_observation(self, obs: Any) -> dict[str, np.ndarray]:
         if not isinstance(obs, dict) or "tiles" not in obs or "indicators" not in obs:

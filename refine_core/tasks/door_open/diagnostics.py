@@ -1,107 +1,43 @@
 """What the offline analyst's diagnostic battery checks on door-opening tables, beyond the
 generic checks: the metric (smallest handle-to-target distance, success), the approach to the
-handle and the pull. The text below is analysis code the battery pastes into the script it
-writes; it runs in the sandbox over `df` and `demo` with the battery's helpers."""
+handle and the pull (the checks are sandbox code in `diagnostic_checks.py`; here, the calls
+that run them), and the state features its expert-disagreement hot spots are binned along.
+Both take the spec the analyst reads (`TaskSpec.for_analyst()`: under the published
+description features 4-6 are `door_x`...), whose column names the battery's code reads;
+`refine_core.analyst.offline.battery` looks this module up by task name.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from refine_core.tasks.spec import TaskSpec
 
-CHECK_CODE = '''
-# Gripper within this distance (m) of the handle counts as at the handle.
-NEAR_HANDLE = 0.05
-# Horizontally this close (m) to the handle counts as aligned over it.
-ALIGNED_XY = 0.04
-# Higher than this (m) above the handle counts as hovering.
-ABOVE = 0.02
 
-
-def _distance(frame, a, b):
-    return np.sqrt(sum((_col(frame, x) - _col(frame, y)) ** 2 for x, y in zip(a, b)))
-
-
-def _metric_door(check, gripper, handle, target):
-    mins, initial, final, decrease, grip_min, near = [], [], [], [], [], []
-    for g in _groups(df):
-        d = _distance(g, handle, target)
-        reach = _distance(g, gripper, handle)
-        mins.append(float(np.nanmin(d)))
-        initial.append(float(d[0]))
-        final.append(float(d[-1]))
-        decrease.append((float(d[0]) - float(np.nanmin(d))) / max(float(d[0]), 1e-9))
-        grip_min.append(float(np.nanmin(reach)))
-        near.append(float(np.mean(reach < NEAR_HANDLE)))
-    demo_min = float(np.nanmin(_distance(demo, handle, target))) if demo is not None else float("nan")
-    _emit(check, "INFO", min_handle_target=float(np.mean(mins)), demo_min=demo_min,
-          gap=float(np.mean(mins)) - demo_min, initial=float(np.mean(initial)),
-          final=float(np.mean(final)), decrease_frac=float(np.mean(decrease)),
-          min_gripper_handle=float(np.mean(grip_min)), near_frac=float(np.mean(near)))
-
-
-def _contact_step(frame, gripper, handle):
-    reach = _distance(frame, gripper, handle)
-    hits = np.flatnonzero(reach < NEAR_HANDLE)
-    return int(hits[0]) if len(hits) else len(frame)
-
-
-def _approach_facts(frame, gripper, handle):
-    """(first step at the handle, steps spent aligned above it before that)."""
-    contact = _contact_step(frame, gripper, handle)
-    flat = _distance(frame, gripper[:2], handle[:2])
-    above = _col(frame, gripper[2]) - _col(frame, handle[2])
-    waiting = (flat < ALIGNED_XY) & (above > ABOVE)
-    return contact, int(np.sum(waiting[:contact]))
-
-
-def _approach_check(check, gripper, handle):
-    """How long the gripper takes to reach the handle and how long it waits above it once
-    aligned, against the demonstration."""
-    if demo is None:
-        raise _Missing("demo")
-    roll = [_approach_facts(g, gripper, handle) for g in _groups(df)]
-    d_contact, d_wait = _approach_facts(demo, gripper, handle)
-    contact = float(np.mean([c for c, _ in roll]))
-    wait = float(np.mean([w for _, w in roll]))
-    ratio = contact / max(d_contact, 1)
-    status = "FAIL" if wait - d_wait > 10 or ratio > 1.5 else "PASS"
-    _emit(check, status, contact_step=contact, demo_contact_step=d_contact, contact_ratio=ratio,
-          wait_steps=wait, demo_wait_steps=d_wait, wait_excess=wait - d_wait)
-
-
-def _pull_check(check, gripper, handle, target):
-    """After first contact and until the door is as open as it gets: how often the gripper is
-    off the handle, and how far the handle travels toward the target per step."""
-    lost, rate = [], []
-    for g in _groups(df):
-        contact = _contact_step(g, gripper, handle)
-        d = _distance(g, handle, target)
-        done = int(np.nanargmin(d))
-        if contact >= done:
-            continue
-        reach = _distance(g, gripper, handle)[contact:done]
-        lost.append(float(np.mean(reach > 2 * NEAR_HANDLE)))
-        rate.append((float(d[contact]) - float(d[done])) / max(done - contact, 1))
-    if not lost:
-        _emit(check, "FAIL", engaged_episodes=0, lost_frac=1.0)
-        return
-    d = _distance(demo, handle, target) if demo is not None else None
-    demo_rate = float("nan")
-    if d is not None:
-        contact, done = _contact_step(demo, gripper, handle), int(np.nanargmin(d))
-        if contact < done:
-            demo_rate = (float(d[contact]) - float(d[done])) / max(done - contact, 1)
-    _emit(check, "FAIL" if float(np.mean(lost)) > 0.2 else "PASS", engaged_episodes=len(lost),
-          lost_frac=float(np.mean(lost)), close_rate=float(np.mean(rate)), demo_close_rate=demo_rate)
-'''
-
-
-def checks(spec: TaskSpec) -> tuple[list[str], list[str]]:
-    """(helper code, check calls) with the column names taken from the spec."""
+def check_calls(spec: TaskSpec) -> list[str]:
+    """The `_run(...)` lines that run this task's checks, with the column names taken from the spec."""
     cols = spec.input("features").columns
     gripper, handle, target = list(cols[0:3]), list(cols[4:7]), list(cols[36:39])
     args = f"{gripper!r}, {handle!r}"
-    return [CHECK_CODE], [
+    return [
         f"_run('metric.door_open', _metric_door, {args}, {target!r})",
         f"_run('door.approach', _approach_check, {args})",
         f"_run('door.pull', _pull_check, {args}, {target!r})",
     ]
+
+
+def features(spec: TaskSpec) -> dict[str, str]:
+    """Named state features for the hot spots: {name: numpy expression over ``C('<column>')``}."""
+    cols = spec.input("features").columns
+    gripper, handle, target = cols[0:3], cols[4:7], cols[36:39]
+
+    def dist(a: Sequence[str], b: Sequence[str]) -> str:
+        terms = " + ".join(f"(C({x!r}) - C({y!r})) ** 2" for x, y in zip(a, b, strict=True))
+        return f"np.sqrt({terms})"
+
+    return {
+        "handle_gripper_distance": dist(gripper, handle),
+        "handle_gripper_xy": dist(gripper[:2], handle[:2]),
+        "gripper_above_handle": f"C({gripper[2]!r}) - C({handle[2]!r})",
+        "handle_target_distance": dist(handle, target),
+    }

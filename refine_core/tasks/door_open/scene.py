@@ -4,7 +4,8 @@ gripper blue when open, red when closed), an arrow from the handle to the target
 gripper's trail.
 
 From a logged observation alone (no simulator) only the gripper, handle and target poses are
-known; `observation_scene` gives those.
+known; `scene_from_observation` gives those. These are the hooks `refine_core.tasks.view` looks
+for.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _xyzw(wxyz) -> tuple[float, float, float, float]:
     return normalised((x, y, z, w))
 
 
-def door_scene(env: Any) -> Scene:
+def scene(env: Any) -> Scene:
     base = env.unwrapped
     gripper = vec3(base.gripper_position())
     handle = vec3(base.handle_position())
@@ -72,7 +73,7 @@ def door_scene(env: Any) -> Scene:
     )
 
 
-def observation_scene(row: Mapping[str, float]) -> Scene | None:
+def scene_from_observation(row: Mapping[str, float]) -> Scene | None:
     """Gripper, handle (oriented by the door quaternion) and target poses from a logged row;
     a pose whose coordinates are missing or not finite is left out."""
 
@@ -92,3 +93,12 @@ def observation_scene(row: Mapping[str, float]) -> Scene | None:
             orientation = normalised([row.get(f"door_q{a}", math.nan) for a in "xyzw"])
         poses[name] = Pose(xyz, orientation)
     return Scene(poses=poses) if poses else None
+
+
+def camera_env(width: int, height: int) -> Any:
+    """MuJoCo renders at the requested size; "corner" frames the arm and the door."""
+    import gymnasium as gym
+
+    from refine_core.tasks.door_open import ENTRY
+
+    return gym.make(ENTRY.env_id, render_mode="rgb_array", width=width, height=height, camera_name="corner")

@@ -1,5 +1,5 @@
-"""The door-opening `Task`: spec text for program authors, env factory, expert, summaries,
-scene and diagnostic features. Meta-World is imported only when an env or the expert is made.
+"""The door-opening `Task`: spec text for program authors, env factory, expert and summaries.
+Meta-World is imported only when an env or the expert is made.
 
 Two descriptions (see `refine_core.tasks.spec`):
 - "published" (the default) carries the information the published prompt gave the model, in
@@ -16,7 +16,7 @@ Two descriptions (see `refine_core.tasks.spec`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -25,7 +25,6 @@ import numpy as np
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.door_open import ENTRY
 from refine_core.tasks.door_open.env import EPISODE_STEPS, min_handle_target_distance
-from refine_core.tasks.scene import Scene
 from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 ENV_ID = ENTRY.env_id
@@ -142,45 +141,10 @@ class DoorOpenTask(Task):
     def make_env(self, render_mode: str | None = None) -> gym.Env:
         return gym.make(ENV_ID, render_mode=render_mode)
 
-    def make_camera_env(self, width: int, height: int) -> gym.Env:
-        # MuJoCo renders at the requested size; "corner" frames the arm and the door
-        return gym.make(ENV_ID, render_mode="rgb_array", width=width, height=height,
-                        camera_name="corner")
-
     def expert(self, env: gym.Env) -> Expert:
         from refine_core.tasks.door_open.expert import DoorExpert
 
         return DoorExpert(env)
-
-    def scene(self, env: gym.Env) -> Scene:
-        from refine_core.tasks.door_open.scene import door_scene
-
-        return door_scene(env)
-
-    def scene_from_observation(self, row: Mapping[str, float]) -> Scene | None:
-        from refine_core.tasks.door_open.scene import observation_scene
-
-        return observation_scene(row)
-
-    def diagnostic_checks(self) -> tuple[list[str], list[str]]:
-        from refine_core.tasks.door_open.diagnostics import checks
-
-        return checks(self.spec.for_analyst())
-
-    def diagnostic_features(self) -> dict[str, str]:
-        cols = self.spec.for_analyst().input("features").columns
-        gripper, handle, target = cols[0:3], cols[4:7], cols[36:39]
-
-        def dist(a: Sequence[str], b: Sequence[str]) -> str:
-            terms = " + ".join(f"(C({x!r}) - C({y!r})) ** 2" for x, y in zip(a, b, strict=True))
-            return f"np.sqrt({terms})"
-
-        return {
-            "handle_gripper_distance": dist(gripper, handle),
-            "handle_gripper_xy": dist(gripper[:2], handle[:2]),
-            "gripper_above_handle": f"C({gripper[2]!r}) - C({handle[2]!r})",
-            "handle_target_distance": dist(handle, target),
-        }
 
     def split_observation(self, obs: Any) -> dict[str, np.ndarray]:
         f = np.asarray(obs, dtype=np.float32)

@@ -53,12 +53,12 @@ def pendulum_scene(angle: float, velocity: float, torque: float | None = None) -
     )
 
 
-def env_scene(env: Any) -> Scene:
+def scene(env: Any) -> Scene:
     state = env.unwrapped.pendulum_state()
     return pendulum_scene(state["angle"], state["angular_velocity"], state["torque"])
 
 
-def observation_scene(row: Mapping[str, float]) -> Scene | None:
+def scene_from_observation(row: Mapping[str, float]) -> Scene | None:
     angle, velocity = row.get("angle"), row.get("angular_velocity")
     if angle is None or velocity is None or not (math.isfinite(angle) and math.isfinite(velocity)):
         return None

@@ -1,5 +1,4 @@
-"""The pendulum `Task`: spec text for program authors, env factory, expert, summaries, scene
-and diagnostic features.
+"""The pendulum `Task`: spec text for program authors, env factory, expert and summaries.
 
 Metric: the episode return (Pendulum-v1's own reward), higher is better; it rewards both
 getting up quickly and staying up, and it is the figure published results for Pendulum-v1
@@ -9,7 +8,7 @@ reported beside it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -18,7 +17,6 @@ import numpy as np
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.pendulum import ENTRY
 from refine_core.tasks.pendulum.env import UPRIGHT_ANGLE
-from refine_core.tasks.scene import Scene
 from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 ENV_ID = ENTRY.env_id
@@ -96,22 +94,4 @@ class PendulumTask(Task):
             "success": 1.0 if balanced else 0.0,
             "steps": float(len(rewards)),
             "upright_fraction": float(upright[1:].mean()) if len(upright) > 1 else 0.0,
-        }
-
-    def scene(self, env: gym.Env) -> Scene:
-        from refine_core.tasks.pendulum.scene import env_scene
-
-        return env_scene(env)
-
-    def scene_from_observation(self, row: Mapping[str, float]) -> Scene | None:
-        from refine_core.tasks.pendulum.scene import observation_scene
-
-        return observation_scene(row)
-
-    def diagnostic_features(self) -> dict[str, str]:
-        angle, velocity = (repr(c) for c in self.spec.input("state").columns)
-        return {
-            "abs_angle": f"np.abs(C({angle}))",
-            "speed": f"np.abs(C({velocity}))",
-            "missing_energy": f"-(0.5 * C({velocity}) ** 2 + 15.0 * (np.cos(C({angle})) - 1.0))",
         }

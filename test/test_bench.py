@@ -1,0 +1,50 @@
+"""`refine bench --json` reports no error: every benchmark section, the ROS ones registered
+through the `refine.benchmarks` entry point included, runs through all of its code. The
+benchmarks run in their quick mode (`--quick`): smallest sizes, no figure is judged here
+(figures are what `refine bench` without `--quick` is for)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from refine_core import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_refine_bench_json_quick_reports_no_error_in_any_section():
+    done = subprocess.run([sys.executable, "-m", "refine_core.cli", "bench", "--json", "--quick"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=850, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    errors = {k: v for k, v in results.items() if k.endswith("_error")}
+    assert not errors, f"benchmark sections failed: {errors}\n{done.stderr[-3000:]}"
+    sections = bench.section_names()
+    assert {"envs", "sqlite", "il", "sandbox", "analysis", "rl", "parallel", "ros"} <= set(sections)
+    for name in sections:
+        assert f"[bench] {name} done" in done.stderr, name
+    assert results["analysis_status"] == "ok" and results["analysis_table_rows"] == bench.QUICK_STEPS
+    for key in ("car_env_steps_per_s", "sqlite_step_rows_per_s", "il_fit_seconds_door", "sandbox_overhead_s",
+                "rl_update_seconds", "parallel_speedup_2_workers"):
+        assert results[key] > 0, key
+    ros = [k for k in results if k.startswith(("ros_", "logger_"))]
+    assert ros or "ros_skipped" in results, "the ROS section gave neither figures nor a reason"
+
+
+def test_a_failing_section_is_reported_as_an_error_and_the_others_still_run(monkeypatch):
+    """What the test above looks for: a section that raises leaves `<section>_error`."""
+    def broken(quick: bool) -> dict:
+        raise ModuleNotFoundError("No module named 'refine_core.stages'")
+
+    monkeypatch.setattr(bench, "_benchmarks", lambda: [("analysis", broken), ("ok", lambda quick: {"ok_quick": quick})])
+    results = bench.run_all(quick=True)
+    assert results == {"analysis_error": "ModuleNotFoundError: No module named 'refine_core.stages'", "ok_quick": True}
