@@ -134,7 +134,8 @@ def test_a_fit_that_cannot_end_within_its_limit_is_refused_after_two_epochs(car)
     a program too slow for the limit is refused then, not killed at the end of it."""
     import time
 
-    source = _with_forward_prelude("torch.linalg.svd(torch.ones(300, 300))")
+    # twenty SVDs per forward: one was fast enough on a quick CI machine to finish all 1000 epochs
+    source = _with_forward_prelude("for _ in range(20):\n            torch.linalg.svd(torch.ones(300, 300))")
     started = time.monotonic()
     result = fit_in_sandbox(source, "car_racing", car[1].inputs, car[1].actions,
                             {**IL, "max_epochs": 1000, "patience": 1000}, timeout_s=30.0)
