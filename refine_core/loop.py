@@ -39,7 +39,12 @@ from refine_core.backends import (
     LocalFitter,
     Rollouts,
 )
-from refine_core.rollout.demo import Demonstration, DemonstrationError, record_demonstration
+from refine_core.rollout.demo import (
+    Demonstration,
+    DemonstrationError,
+    parse_takes,
+    record_demonstration,
+)
 from refine_core.rollout.plan import episode_plan
 from refine_core.rollout.schema import RolloutSchema, analyst_renames
 from refine_core.sandbox import SandboxResult, run_diagnostics
@@ -81,6 +86,9 @@ class RefineConfig:
     """'expert': record the task's scripted expert when the run has no demonstration yet;
     'recorded': only ever use a demonstration already in the run and never the simulated
     expert's (robots: one teleoperated on the robot)."""
+    demo_takes: str = ""
+    """The recorded takes every fit uses: '' (or 'all') = every take stored in the run,
+    concatenated take after take; '0,2' = those takes, in that order."""
     il: dict = field(default_factory=dict)
     """`learn.il.ILConfig` overrides for every fit."""
     rl_resets: int = 0
@@ -107,6 +115,7 @@ class RefineConfig:
             raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {self.action_mode!r}")
         if self.demonstration not in DEMONSTRATION_SOURCES:
             raise ValueError(f"demonstration must be one of {DEMONSTRATION_SOURCES}, got {self.demonstration!r}")
+        parse_takes(self.demo_takes)
         for name in ("max_rounds", "max_attempts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -292,10 +301,13 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
 
 
 def demonstration(db: RunDatabase, run_id: int, task: Task, config: RefineConfig) -> Demonstration:
-    """The run's one demonstration. Only in simulation may the scripted expert record one."""
+    """The run's demonstration (its chosen takes, concatenated). Only in simulation may the
+    scripted expert record one."""
     try:
-        demo = Demonstration.load(db, run_id)
+        demo = Demonstration.load(db, run_id, parse_takes(config.demo_takes))
     except DemonstrationError:
+        if db.demonstration_takes(run_id):
+            raise  # takes were recorded, the chosen ones are missing
         if config.demonstration == "recorded":
             raise DemonstrationError(
                 f"run {run_id} in {db.path} has no demonstration and this profile never records the "

@@ -8,10 +8,24 @@ Observations before the first action of the take are dropped (nothing was comman
 When a simulator reports rewards, only the steps it actually took (a reward arrived for that
 step) are kept, with their rewards; on a robot rewards are unknown (NaN).
 
+Pauses: the teleop nodes publish nothing while the dead-man button is released (or no key is
+held), and the safety node's watchdog then commands its stop. Such a stretch is the operator
+pausing, not a stop worth imitating: a step whose newest operator command
+(`refine/teleop_action`) is older than `pause_after` seconds is left out of the take, and so
+are the steps between that last command and the moment the silence became a pause, and any
+step whose executed command was one of the safety node's stops (its label says so: the
+dead-man, stale input, the watchdog), which is the safety node's action, not the operator's
+(`paused_steps` counts them all).
+
+Gaps: an observation that arrives more than `GAP_FACTOR` times the take's median interval (and
+at least `GAP_MIN_S`) after the one before marks a gap: a sensor dropped out briefly. The take
+keeps its steps and says where the gaps were (`gaps()`, stored in the demonstration's summary
+as `gaps`: [[step index, seconds], ...]); only a pause longer than `max_gap_s` refuses it.
+
 Nothing is written anywhere while recording: the take lives in memory until the operator
-labels it a success, and then the whole demonstration goes into the run database in one
-transaction (`save_take`). An e-stop, a sensor dropout longer than `max_gap_s` or a discard
-leaves the database untouched.
+keeps it, and then the whole take goes into the run database in one transaction
+(`save_take`), as the next take number of the run. An e-stop, a sensor dropout longer than
+`max_gap_s`, a discard or a re-record leaves the database untouched.
 """
 
 from __future__ import annotations
@@ -26,6 +40,20 @@ import numpy as np
 from refine_core.rollout.demo import Demonstration, DemonstrationError, recorded_demonstration
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.base import Task
+
+GAP_FACTOR = 3.0
+"""An observation interval this many times the take's median interval marks a gap..."""
+GAP_MIN_S = 0.1
+"""...when it is also at least this long (scheduling jitter at high rates is not a gap)."""
+
+
+def find_gaps(intervals: Sequence[float]) -> list[tuple[int, float]]:
+    """(index, seconds) of each interval that is a gap by the rule above."""
+    finite = [x for x in intervals if math.isfinite(x)]
+    if not finite:
+        return []
+    limit = max(GAP_FACTOR * float(np.median(finite)), GAP_MIN_S)
+    return [(i, float(x)) for i, x in enumerate(intervals) if math.isfinite(x) and x > limit]
 
 
 @dataclass
@@ -45,31 +73,71 @@ class Take:
     final_observation: np.ndarray | None = None
     summary: dict[str, float] = field(default_factory=dict)
     """The simulator's episode summary, when its episode ended during the take."""
-    _pending: tuple[np.ndarray, int, float] | None = None
+    intervals: list[float] = field(default_factory=list)
+    """Seconds between each pair's observation and the observation before it (NaN: first)."""
+    pause_after: float = 0.0
+    """Seconds without an operator command after which a step is a pause (0: no pauses)."""
+    success: float = math.nan
+    """The operator's success label (1 success, 0 failure, NaN unlabelled)."""
+    _pending: tuple[np.ndarray, int, float, float, float | None] | None = None
     _action: np.ndarray | None = None
+    _action_stop: bool = False
     _last_time: float | None = None
+    _last_teleop: float | None = None
     max_gap: float = 0.0
     max_gap_step: int = 0
     actions_received: int = 0
+    paused_steps: int = 0
 
-    def on_action(self, values: Sequence[float]) -> None:
+    def on_action(self, values: Sequence[float], stop: bool = False) -> None:
+        """A command the robot executed; `stop`: one of the safety node's stops (its label)."""
         action = np.asarray(values, dtype=float)
         if action.shape == (self.axes,) and np.all(np.isfinite(action)):
-            self._action = action
+            self._action, self._action_stop = action, bool(stop)
             self.actions_received += 1
+
+    def on_teleop(self, now: float) -> None:
+        """The operator sent a command (the dead-man button is held, or a key)."""
+        self._last_teleop = now
+
+    def paused(self, at: float, last_teleop: float | None) -> bool:
+        """A step observed at `at`, the operator's newest command then being `last_teleop`."""
+        return self.pause_after > 0 and (last_teleop is None or at - last_teleop > self.pause_after)
 
     def on_observation(self, values: Sequence[float], step: int, now: float) -> None:
         obs = np.asarray(values, dtype=float)
+        interval = math.nan if self._last_time is None else now - self._last_time
         if self._last_time is not None and now - self._last_time > self.max_gap:
             self.max_gap, self.max_gap_step = now - self._last_time, len(self.actions)
         self._last_time = now
         if self._pending is not None and self._action is not None:
-            pending, pending_step, pending_time = self._pending
-            self.observations.append(pending)
-            self.actions.append(self._action.copy())
-            self.steps.append(pending_step)
-            self.times.append(pending_time)
-        self._pending = (obs, int(step), now)
+            self._close_pending()
+        self._pending = (obs, int(step), now, interval, self._last_teleop)
+
+    def _close_pending(self) -> None:
+        pending, pending_step, pending_time, interval, last_teleop = self._pending
+        if self.pause_after > 0 and self._action_stop:  # the safety node stopped the robot: not the operator's
+            self.paused_steps += 1
+            return
+        if self.paused(pending_time, last_teleop):
+            self.paused_steps += 1
+            # the silence began at the operator's last command: steps since then are the pause too
+            # (the safety node's stale-input and watchdog stops come before `pause_after` is over)
+            since = -math.inf if last_teleop is None else last_teleop
+            while self.times and self.times[-1] > since:
+                for column in (self.observations, self.actions, self.steps, self.times, self.intervals):
+                    column.pop()
+                self.paused_steps += 1
+            return
+        self.observations.append(pending)
+        self.actions.append(self._action.copy())
+        self.steps.append(pending_step)
+        self.times.append(pending_time)
+        self.intervals.append(interval)
+
+    def gaps(self) -> list[tuple[int, float]]:
+        """(step index in the take, seconds) of every brief sensor dropout the take kept."""
+        return find_gaps(self.intervals)
 
     def on_reward(self, step: int, reward: float, done: bool, success: float) -> None:
         self.rewards[int(step)] = (float(reward), bool(done), float(success))
@@ -84,21 +152,15 @@ class Take:
         simulator's rewards say which steps happened (then it is the final state)."""
         if self._pending is None:
             return
-        pending, pending_step, pending_time = self._pending
-        self._pending = None
+        pending, pending_step = self._pending[:2]
         if self.rewards:
             if pending_step in self.rewards and self._action is not None:
-                self.observations.append(pending)
-                self.actions.append(self._action.copy())
-                self.steps.append(pending_step)
-                self.times.append(pending_time)
+                self._close_pending()
             else:
                 self.final_observation = pending
         elif self._action is not None:
-            self.observations.append(pending)
-            self.actions.append(self._action.copy())
-            self.steps.append(pending_step)
-            self.times.append(pending_time)
+            self._close_pending()
+        self._pending = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -124,7 +186,8 @@ def take_problem(take: Take, *, min_steps: int, max_gap_s: float) -> str | None:
         return ("no action reached the robot during the take (in a dry run the safety node sends none: "
                 "record with --live / dry_run:=false)")
     if len(take) < min_steps:
-        return f"the take has {len(take)} steps, fewer than min_steps={min_steps}"
+        paused = f" ({take.paused_steps} paused steps, dead-man released, left out)" if take.paused_steps else ""
+        return f"the take has {len(take)} steps{paused}, fewer than min_steps={min_steps}"
     if take.max_gap > max_gap_s:
         return (f"the observations paused for {take.max_gap:.2f} s around step {take.max_gap_step} (a sensor "
                 f"dropped out; the robot was stopped): record the take again")
@@ -132,21 +195,26 @@ def take_problem(take: Take, *, min_steps: int, max_gap_s: float) -> str | None:
 
 
 def build_demonstration(task: Task, take: Take, *, source: str, columns: Sequence[str], seed: int,
-                        label: str | None, success: bool) -> Demonstration:
-    """The take as the run's demonstration (DemonstrationError if it cannot be one)."""
+                        label: str | None) -> Demonstration:
+    """The take as one demonstration take (DemonstrationError if it cannot be one). Its summary
+    carries the operator's success label (unless a simulator measured success), the gaps the
+    take kept and how many paused steps were left out."""
     obs, actions, rewards = take.arrays()
     summary: dict[str, Any] = dict(take.summary)
     if "success" not in summary or not math.isfinite(float(summary["success"])):
-        summary["success"] = 1.0 if success else 0.0  # no simulator said: the operator's label
+        summary["success"] = take.success  # no simulator said: the operator's label (NaN: none given)
+    gaps = take.gaps() if rewards is None else []  # a simulator's steps are matched by step counter instead
+    summary.update(gaps=[[i, round(s, 4)] for i, s in gaps], gap_count=len(gaps),
+                   max_gap_s=round(max((s for _, s in gaps), default=0.0), 4), paused_steps=take.paused_steps)
     return recorded_demonstration(task, obs, actions, source=source, columns=columns, rewards=rewards, seed=seed,
                                   summary=summary, label=label)
 
 
-def save_take(db: RunDatabase, demo: Demonstration) -> tuple[int, bool]:
-    """Store `demo` as the run's demonstration in one transaction: the run (created when the
+def save_take(db: RunDatabase, demo: Demonstration) -> tuple[int, int]:
+    """Store `demo` as the run's next take in one transaction: the run (created when the
     directory has none), the demonstration row, its step table and an event. Returns (run id,
-    whether an earlier demonstration was replaced). Refuses a directory whose run is of another
-    task or already has rounds fitted on its demonstration."""
+    take number). Refuses a directory whose run is of another task or already has rounds
+    fitted on its demonstration."""
     with db.transaction():
         run = db.latest_run()
         if run is not None and run["task"] != demo.task:
@@ -156,9 +224,11 @@ def save_take(db: RunDatabase, demo: Demonstration) -> tuple[int, bool]:
                                      "record into a new run directory")
         run_id = int(run["id"]) if run is not None else db.create_run(
             demo.task, config={"demonstration": demo.source}, status="recorded")
-        replaced = db.load_demonstration(run_id) is not None
-        demo.save(db, run_id)
-        db.log_event(run_id, None, "demonstration", f"{demo.source} demonstration, {demo.steps} steps",
-                     {"source": demo.source, "label": demo.label, "steps": demo.steps, "replaced": replaced,
+        takes = db.demonstration_takes(run_id)
+        take = takes[-1] + 1 if takes else 0
+        demo.save(db, run_id, take=take)
+        db.log_event(run_id, None, "demonstration", f"{demo.source} take {take}, {demo.steps} steps",
+                     {"source": demo.source, "label": demo.label, "steps": demo.steps, "take": take,
+                      "gaps": demo.summary.get("gaps", []),
                       **{k: v for k, v in demo.summary.items() if isinstance(v, (int, float))}})
-    return run_id, replaced
+    return run_id, take

@@ -15,7 +15,8 @@ Gamepad: `JoyMap` maps Joy axes onto actions, `action = offset + scale * axis` (
 `deadzone` read 0). The standard maps assume the ROS `joy` package's `game_controller_node`
 (SDL game-controller layout: axes 0 left stick x, 1 left stick y, 2 right stick x, 3 right
 stick y, 4 left trigger, 5 right trigger; sticks +1 left / up, triggers 0 released -> -1
-pressed; buttons 0 A, 1 B, 2 X, 3 Y, 4 back, 6 start, 9 left shoulder). Another layout or
+pressed; buttons 0 A, 1 B, 2 X, 3 Y, 4 back, 6 start, 9 left shoulder, 10 right shoulder, 11-14
+d-pad up, down, left, right). Another layout or
 another device: set the node's `axes`, `scales`, `offsets` and button parameters.
 
 Keyboard: a `KeyMap` binds keys to an action axis and a value. A motion key holds its value for
@@ -43,7 +44,21 @@ AXES = {"left_x": LEFT_X, "left_y": LEFT_Y, "right_x": RIGHT_X, "right_y": RIGHT
         "trigger_left": TRIGGER_LEFT, "trigger_right": TRIGGER_RIGHT}
 """The axis names a task folder's `GAMEPAD` uses (None: no axis, the action is its offset)."""
 BUTTON_A, BUTTON_B, BUTTON_X, BUTTON_Y, BUTTON_BACK, BUTTON_GUIDE, BUTTON_START = range(7)
-BUTTON_LEFT_SHOULDER = 9
+BUTTON_LEFT_SHOULDER, BUTTON_RIGHT_SHOULDER, DPAD_UP, DPAD_DOWN, DPAD_LEFT, DPAD_RIGHT = range(9, 15)
+
+# ---------------------------------------------------------------------------------------- recording
+DEMO_CONTROLS: dict[str, tuple[str, bool | None]] = {
+    "start": ("demo/start", None), "stop": ("demo/stop", None), "keep": ("demo/keep", None),
+    "discard": ("demo/discard", None), "rerecord": ("demo/rerecord", None), "finish": ("demo/finish", None),
+    "success": ("demo/label", True), "failure": ("demo/label", False),
+}
+"""Recording control -> (demo recorder service, SetBool value; None: a Trigger). Keeping,
+discarding and re-recording a take are their own controls; the success label is another."""
+DEMO_BUTTONS: dict[str, int] = {
+    "start": BUTTON_START, "stop": BUTTON_BACK, "keep": BUTTON_Y, "discard": BUTTON_X, "rerecord": DPAD_LEFT,
+    "success": DPAD_UP, "failure": DPAD_DOWN, "finish": BUTTON_RIGHT_SHOULDER,
+}
+"""The gamepad's standard recording buttons (joy_teleop's `<control>_button` parameters)."""
 
 
 @dataclass(frozen=True)
@@ -157,10 +172,12 @@ def keymap_for(spec: TaskSpec) -> KeyMap:
 
 
 CONTROL_KEYS: dict[str, str] = {
-    " ": "halt", "x": "estop", "u": "rearm", "1": "start", "2": "stop", "y": "keep", "n": "discard", "q": "quit",
+    " ": "halt", "x": "estop", "u": "rearm", "1": "start", "2": "stop", "k": "keep", "j": "discard",
+    "b": "rerecord", "+": "success", "=": "success", "-": "failure", "0": "finish", "q": "quit",
 }
-CONTROL_HELP = ("space: stop moving   x: e-stop   u: release the e-stop and re-arm   1: start recording   "
-                "2: stop recording   y: keep the take (success)   n: discard it   q: quit")
+CONTROL_HELP = ("space: stop moving   x: e-stop   u: release the e-stop and re-arm   1: start a take   "
+                "2: stop it   k: keep it   j: discard it   b: record it again   +: label it a success   "
+                "-: a failure   0: end the session   q: quit")
 
 
 class KeyboardState:

@@ -124,7 +124,7 @@ class FakeGamepad(Node):
 
 
 class DemoStatus(Node):
-    """The operator's view of the demo recorder: its status and its three services."""
+    """The operator's view of the demo recorder: its status and its services."""
 
     def __init__(self, context) -> None:
         super().__init__("operator", context=context)
@@ -133,6 +133,10 @@ class DemoStatus(Node):
         self.create_subscription(String, "demo/status", self._on_status, qos.LATCHED)
         self.start = self.create_client(Trigger, "demo/start")
         self.stop = self.create_client(Trigger, "demo/stop")
+        self.keep = self.create_client(Trigger, "demo/keep")
+        self.discard = self.create_client(Trigger, "demo/discard")
+        self.rerecord = self.create_client(Trigger, "demo/rerecord")
+        self.finish = self.create_client(Trigger, "demo/finish")
         self.label = self.create_client(SetBool, "demo/label")
 
     def _on_status(self, msg: String) -> None:
@@ -160,7 +164,7 @@ def call(client, request, timeout: float = 20.0):
 def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward: float = 0.6) -> str:
     """The real-robot checklist's first step, as an operator does it: `refine up
     arm_real_record_demo --live` in a process of its own, a gamepad held forward with the
-    dead-man button down, then demo/start, demo/stop and demo/label true. The caller spins a
+    dead-man button down, then demo/start, demo/stop, demo/label true and demo/keep. The caller spins a
     `FakeArmDriver` in `context`. Returns the process's output (it ends once the take is
     stored)."""
     import os
@@ -189,7 +193,8 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
         time.sleep(seconds)
         stopped = call(operator.stop, Trigger.Request())
         assert stopped.success, stopped.message
-        kept = call(operator.label, SetBool.Request(data=True))
+        assert call(operator.label, SetBool.Request(data=True)).success
+        kept = call(operator.keep, Trigger.Request())
         assert kept.success, kept.message
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out

@@ -100,7 +100,7 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         time.sleep(0.5)
         assert driver.position()[1] == pytest.approx(y1, abs=1e-6), "the e-stop stopped the arm"
         assert not call(operator.stop, Trigger.Request()).success, "no take left to stop"
-        assert "no stopped take" in call(operator.label, SetBool.Request(data=True)).message
+        assert "no stopped take" in call(operator.keep, Trigger.Request()).message
         refused = call(operator.start, Trigger.Request())
         assert not refused.success and "e-stop" in refused.message, "no new take while latched"
         assert not (run_dir / "run.db").exists(), "nothing of the aborted take was written"
@@ -111,7 +111,7 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         operator.wait_for("recording")
         time.sleep(0.6)
         assert call(operator.stop, Trigger.Request()).success
-        discarded = call(operator.label, SetBool.Request(data=False))
+        discarded = call(operator.discard, Trigger.Request())
         assert discarded.success and "discarded" in discarded.message
         assert not (run_dir / "run.db").exists(), "a discarded take writes nothing"
     finally:
@@ -243,7 +243,7 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
         assert started.success, started.message
         stopped = operator.wait_for("stopped", 60.0)
         assert "the simulator ended episode" in stopped["message"] and stopped["steps"] >= 40, stopped
-        kept = call(operator.label, SetBool.Request(data=True))
+        kept = call(operator.keep, Trigger.Request())
         assert kept.success, kept.message
         runner.join(60)
         assert result == [EXIT_STOPPED]
@@ -266,3 +266,93 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
         (round0,) = db.rounds(run_id)
         assert round0["status"] == "committed"
         assert round0["fit_report"]["n_train"] + round0["fit_report"]["n_val"] == demo["steps"]
+
+
+# ---------------------------------------------------------------------------------------- a session
+def _states_since(operator: DemoStatus, count: int) -> list[str]:
+    with operator.changed:
+        return [s["state"] for s in operator.states[count:]]
+
+
+def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(context, run_dir):
+    """As a robot-learning operator records: `refine up arm_real_record_demo --live --processes`
+    (every node its own process) with two takes wanted. Take 0 has a dead-man release in its
+    middle (a pause, not stop actions) and is labelled a success and kept; the reset phase is
+    announced and the next take starts by itself; that take is re-recorded; the new one has a
+    brief sensor dropout (the fake driver goes silent), is labelled a failure and kept, which
+    ends the session. Then `refine fit` fits both takes, concatenated."""
+    driver = FakeArmDriver(context)
+    silent = driver.create_client(SetBool, "fake/driver_silent")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refine_core.cli", "up", "arm_real_record_demo", "--run", str(run_dir), "--live",
+         "--processes", "--timeout", "200", "--set", "demo_recorder.takes=2", "--set", "demo_recorder.reset_time=1.5",
+         "--set", "demo_recorder.max_gap=2.0", "--set", "demo_recorder.min_steps=5"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    pad, operator = FakeGamepad(context), DemoStatus(context)
+    graph = Graph(context, driver, pad, operator)
+    try:
+        pad.hold(axes={LEFT_Y: 0.5}, buttons={BUTTON_LEFT_SHOULDER: 1})
+        # until the bridge's first observations (and columns) arrive, start says so
+        assert _wait(lambda: call(operator.start, Trigger.Request(), timeout=90.0).success
+                     or "already recording" in call(operator.start, Trigger.Request()).message, 90.0), \
+            operator.states[-1:]
+        operator.wait_for("recording")
+        time.sleep(2.0)
+        pad.hold(buttons={BUTTON_LEFT_SHOULDER: 0})  # let go: a pause
+        time.sleep(1.0)
+        pad.hold(buttons={BUTTON_LEFT_SHOULDER: 1})
+        time.sleep(2.0)
+        assert call(operator.label, SetBool.Request(data=True)).success
+        stopped = call(operator.stop, Trigger.Request())
+        assert stopped.success and "paused steps left out" in stopped.message, (stopped.message, operator.states[-8:])
+        seen = len(operator.states)
+        kept = call(operator.keep, Trigger.Request())
+        assert kept.success and "kept take 0" in kept.message, kept.message
+        reset = operator.wait_for("recording", 20.0)  # the reset phase, then the next take by itself
+        phases = _states_since(operator, seen)
+        assert phases.index("reset") < phases.index("recording"), phases
+        announced = next(s for s in operator.states[seen:] if s["state"] == "reset")
+        assert announced["reset_s"] == 1.5 and "reset the scene" in announced["message"] and announced["kept"] == [0]
+        assert "take 1" in reset["message"]
+
+        again = call(operator.rerecord, Trigger.Request())  # take 1 is botched: record it again
+        assert again.success and "recording it again" in again.message
+        operator.wait_for("reset")
+        operator.wait_for("recording", 20.0)
+        time.sleep(2.0)
+        assert call(silent, SetBool.Request(data=True)).success  # a brief sensor dropout
+        time.sleep(0.5)
+        assert call(silent, SetBool.Request(data=False)).success
+        time.sleep(2.0)
+        assert call(operator.label, SetBool.Request(data=False)).success
+        stopped = call(operator.stop, Trigger.Request())
+        assert stopped.success and "sensor gap(s) marked" in stopped.message, stopped.message
+        assert call(operator.keep, Trigger.Request()).success
+        finished = operator.wait_for("finished")
+        assert "2 take(s)" in finished["message"] and finished["kept"] == [0, 1]
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        graph.close()
+
+    with RunDatabase(run_dir) as db:
+        run_id = db.latest_run()["id"]
+        assert db.demonstration_takes(run_id) == [0, 1], "the re-recorded take wrote nothing"
+        first, second = (db.load_demonstration(run_id, take) for take in (0, 1))
+        assert first["summary"]["success"] == 1.0 and second["summary"]["success"] == 0.0
+        assert first["summary"]["paused_steps"] >= 10, "the second of released dead-man is left out"
+        assert not (np.abs(first["actions"][:, :3]) < 1e-9).all(axis=1).any(), "no watchdog stop was recorded"
+        gaps = second["summary"]["gaps"]
+        assert any(0 < index < second["steps"] and 0.45 <= seconds < 2.0 for index, seconds in gaps), gaps
+        steps = first["steps"] + second["steps"]
+    fit = subprocess.run([sys.executable, "-m", "refine_core.cli", "fit", "--run", str(run_dir), "--program", "starter",
+                          "--max-epochs", "3", "--allow-weak-isolation"],
+                         capture_output=True, text=True, timeout=240, env=ENV)
+    assert fit.returncode == 0, fit.stderr + fit.stdout
+    assert f"on {steps} steps" in fit.stdout and "takes 0, 1, concatenated" in fit.stdout, fit.stdout
+    with RunDatabase(run_dir) as db:
+        (round0,) = db.rounds(run_id)
+        assert round0["fit_report"]["n_train"] + round0["fit_report"]["n_val"] == steps

@@ -113,14 +113,15 @@ def test_version_1_databases_gain_the_demonstration_source(tmp_path):
         run_id = db.create_run("x")
         db.save_demonstration(run_id, task="x", seed=3, inputs={"a": np.zeros((2, 1))}, actions=np.zeros((2, 1)),
                               rewards=np.zeros(2), summary={}, source="placeholder")
-        for column in ("source", "label", "columns"):  # what version 1 looked like
+        for column in ("source", "label", "columns", "take"):  # what version 1 looked like
             db.conn.execute(f"ALTER TABLE demonstrations DROP COLUMN {column}")
         db.conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         db.conn.commit()
     with RunDatabase(path) as db:
-        assert db.schema_version == SCHEMA_VERSION == 3
+        assert db.schema_version == SCHEMA_VERSION == 4
         row = db.load_demonstration(run_id)
         assert row["source"] == SIMULATED_EXPERT and row["seed"] == 3 and row["columns"] is None
+        assert row["take"] == 0 and db.demonstration_takes(run_id) == [0], "an older demonstration is take 0"
 
 
 def test_steps_round_trip_keeps_values_and_dtypes(db):

@@ -8,11 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from refine_core.rollout.demo import DemonstrationError, teleop_source
+from refine_core.rollout.demo import Demonstration, DemonstrationError, parse_takes, teleop_source
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros.recording import Take, build_demonstration, save_take, take_problem
+from refine_ros.recording import Take, build_demonstration, find_gaps, save_take, take_problem
 from refine_ros.teleop import (
+    CONTROL_KEYS,
+    DEMO_BUTTONS,
+    DEMO_CONTROLS,
     TRIGGER_LEFT,
     TRIGGER_RIGHT,
     Edges,
@@ -122,8 +125,22 @@ def test_the_gripper_key_latches_and_control_keys_are_named():
     assert keys.command(0.1).tolist() == [0.0, 0.0, 0.0, 0.0], "the closing is sent"
     keys.press("r", 5.0)
     assert keys.command(5.1).tolist() == [0.0, 0.0, 1.0, 0.0], "moving up keeps the grip"
-    assert [keys.press(k, 6.0) for k in "x1y2nuq"] == ["estop", "start", "keep", "stop", "discard", "rearm", "quit"]
+    assert [keys.press(k, 6.0) for k in "x12kjb+-0uq"] == ["estop", "start", "stop", "keep", "discard", "rerecord",
+                                                          "success", "failure", "finish", "rearm", "quit"]
     assert keys.press("Z", 6.0) is None
+
+
+def test_keep_discard_and_rerecord_are_their_own_controls_apart_from_the_success_label():
+    """Every recording control reaches its own demo recorder service; only the success label
+    is a SetBool, and no task's motion key is a recording key."""
+    services = {name: service for name, (service, _) in DEMO_CONTROLS.items()}
+    assert len({services[n] for n in ("keep", "discard", "rerecord", "start", "stop", "finish")}) == 6
+    assert DEMO_CONTROLS["success"] == ("demo/label", True) and DEMO_CONTROLS["failure"] == ("demo/label", False)
+    assert "demo/label" not in {services[n] for n in ("keep", "discard", "rerecord")}
+    assert set(DEMO_BUTTONS) == set(DEMO_CONTROLS) and len(set(DEMO_BUTTONS.values())) == len(DEMO_BUTTONS)
+    assert set(CONTROL_KEYS.values()) >= set(DEMO_CONTROLS)
+    for spec in (DOOR, CAR):
+        KeyboardState(spec, keymap_for(spec))  # refuses a motion key that is a control key
 
 
 # ---- a take -> a demonstration -----------------------------------------------------------------
@@ -157,6 +174,48 @@ def test_a_simulators_rewards_decide_which_steps_happened():
     assert obs[:, 0].tolist() == [0, 1, 2, 3, 4, 5] and len(actions) == 5
 
 
+def test_dead_man_releases_are_pauses_left_out_of_the_take():
+    """The operator drives steps 0-9, lets go for 0.4 s (the watchdog's stop commands keep
+    arriving as actions), then drives again: the released stretch is not in the take."""
+    take = Take(axes=4, pause_after=0.1)
+    for k in range(40):
+        now = k * 0.02
+        if not 10 <= k < 30:
+            take.on_teleop(now)
+        take.on_observation([float(k)] * 39, k, now)
+        take.on_action([0.0] * 4 if 10 <= k < 30 else [k + 0.5] * 4)
+    take.finish()
+    obs, actions, _ = take.arrays()
+    steps = obs[:, 0].astype(int).tolist()
+    assert 20 not in steps and take.paused_steps >= 14, (steps, take.paused_steps)
+    assert steps[:10] == list(range(10)) and steps[-10:] == list(range(30, 40))
+    assert not (actions == 0.0).all(axis=1).any(), "no stop command of the watchdog is a recorded action"
+    assert Take(axes=4).paused(5.0, None) is False, "pause detection off: nothing is a pause"
+    labelled = Take(axes=4, pause_after=0.1)
+    for k in range(6):
+        labelled.on_teleop(k * 0.02)
+        labelled.on_observation([float(k)] * 39, k, k * 0.02)
+        labelled.on_action([0.0] * 4 if k == 2 else [1.0] * 4, stop=k == 2)
+    labelled.finish()
+    assert labelled.arrays()[0][:, 0].tolist() == [0, 1, 3, 4, 5] and labelled.paused_steps == 1, \
+        "a step the safety node stopped is not the operator's"
+
+
+def test_a_brief_sensor_dropout_is_kept_and_marked():
+    take = Take(axes=4)
+    _drive(take, 20, 39)
+    _drive(take, 20, 39, t0=20 * 0.02 + 0.3)  # observations stop for about 0.3 s after step 19
+    take.finish()
+    assert take_problem(take, min_steps=10, max_gap_s=1.0) is None, "a brief dropout does not refuse the take"
+    ((index, seconds),) = take.gaps()
+    assert index == 20 and seconds == pytest.approx(0.32)
+    demo = build_demonstration(get_task("door_open"), take, source="teleop (x)", columns=DOOR.observation_columns,
+                               seed=-1, label=None)
+    assert demo.summary["gaps"] == [[20, pytest.approx(0.32)]] and demo.summary["gap_count"] == 1
+    assert math.isnan(demo.summary["success"]), "no label given: success unknown"
+    assert find_gaps([0.02, 0.021, 0.06, 0.019]) == [], "jitter under GAP_MIN_S is no gap"
+
+
 @pytest.mark.parametrize(("kind", "message"), [
     ("no_actions", "no action reached the robot"), ("short", "fewer than min_steps"), ("gap", "paused for 1.00 s"),
 ])
@@ -186,26 +245,52 @@ def _door_take(steps: int = 30) -> Take:
 
 def test_a_take_becomes_a_demonstration_stored_in_one_transaction(tmp_path):
     task = get_task("door_open")
-    demo = build_demonstration(task, _door_take(), source=teleop_source("arm_real"),
-                               columns=DOOR.observation_columns, seed=-1, label="left hinge", success=True)
+    take = _door_take()
+    take.success = 1.0
+    demo = build_demonstration(task, take, source=teleop_source("arm_real"),
+                               columns=DOOR.observation_columns, seed=-1, label="left hinge")
     assert demo.source == "teleop (arm_real)" and demo.steps == 30 and demo.summary["success"] == 1.0
     assert math.isnan(demo.summary["return"]) and np.isnan(demo.rewards).all()
     assert demo.inputs["features"].shape == (30, 39)
     with RunDatabase(tmp_path) as db:
-        run_id, replaced = save_take(db, demo)
-        assert not replaced and db.run(run_id)["status"] == "recorded"
+        run_id, take_number = save_take(db, demo)
+        assert take_number == 0 and db.run(run_id)["status"] == "recorded"
         row = db.load_demonstration(run_id)
         assert (row["source"], row["label"], row["steps"]) == ("teleop (arm_real)", "left hinge", 30)
         assert row["columns"] == list(DOOR.observation_columns)
         np.testing.assert_allclose(row["actions"], demo.actions)
         assert len(db.load_steps(run_id, kind="demo")) == 30
         assert [e["kind"] for e in db.events(run_id)] == ["demonstration"]
-        assert save_take(db, demo) == (run_id, True), "a take recorded again replaces the earlier one"
+        assert save_take(db, demo) == (run_id, 1), "the next kept take is added as take 1"
+        assert db.demonstration_takes(run_id) == [0, 1]
+
+
+def test_several_takes_are_fitted_concatenated_with_their_boundaries(tmp_path):
+    """All kept takes, or a chosen list, become one dataset take after take; each take stays
+    its own `demo` episode in the step table."""
+    task = get_task("door_open")
+    with RunDatabase(tmp_path) as db:
+        for steps in (30, 20, 25):
+            run_id, _ = save_take(db, build_demonstration(task, _door_take(steps), source="teleop (arm_real)",
+                                                          columns=DOOR.observation_columns, seed=-1, label=None))
+        every = Demonstration.load(db, run_id)
+        assert every.takes == (0, 1, 2) and every.take_starts == (0, 30, 50) and every.steps == 75
+        assert every.inputs["features"].shape == (75, 39) and every.summary["takes"] == 3
+        assert every.table["episode"].tolist() == [0] * 30 + [1] * 20 + [2] * 25
+        np.testing.assert_allclose(every.actions[30:50], db.load_demonstration(run_id, 1)["actions"])
+        chosen = Demonstration.load(db, run_id, parse_takes("2,0"))
+        assert chosen.takes == (2, 0) and chosen.take_starts == (0, 25) and chosen.steps == 55
+        with pytest.raises(DemonstrationError, match="no take 7"):
+            Demonstration.load(db, run_id, (7,))
+    for bad in ("x", "1,1", "-1"):
+        with pytest.raises(ValueError):
+            parse_takes(bad)
+    assert parse_takes("all") is None and parse_takes(" 0, 2 ") == (0, 2)
 
 
 def test_a_take_is_refused_for_a_run_of_another_task_or_with_fitted_rounds(tmp_path):
     demo = build_demonstration(get_task("door_open"), _door_take(), source="teleop (door_sim)",
-                               columns=DOOR.observation_columns, seed=0, label=None, success=True)
+                               columns=DOOR.observation_columns, seed=0, label=None)
     with RunDatabase(tmp_path / "car") as db:
         db.create_run("car_racing")
         with pytest.raises(DemonstrationError, match="car_racing run"):
@@ -218,4 +303,4 @@ def test_a_take_is_refused_for_a_run_of_another_task_or_with_fitted_rounds(tmp_p
         assert len(db.events(run_id, kind="demonstration")) == 1, "nothing of the refused take was written"
     with pytest.raises(DemonstrationError, match="column 0"):
         build_demonstration(get_task("door_open"), _door_take(), source="teleop (x)",
-                            columns=list(reversed(DOOR.observation_columns)), seed=0, label=None, success=True)
+                            columns=list(reversed(DOOR.observation_columns)), seed=0, label=None)

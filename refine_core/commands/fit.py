@@ -28,6 +28,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="program source file (or `starter` for the bundled starter program)")
     p.add_argument("--round", type=int, default=None,
                    help="round number to store (default: one after the last round)")
+    p.add_argument("--takes", default="all", metavar="LIST",
+                   help="which recorded takes to fit: all (default) or take numbers such as 0,2; the takes' "
+                   "steps are concatenated take after take into one dataset")
     add_flags(p, RefineConfig, only=("allow_weak_isolation",), aliases=LOOP_ALIASES)
     add_flags(p.add_argument_group("imitation learning (refine_core.learn.il.ILConfig)"), ILConfig,
               exclude=("progress",))
@@ -73,7 +76,7 @@ def run(args) -> int:
     from refine_core.learn.il import ILConfig
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.contract import validate_policy
-    from refine_core.rollout.demo import Demonstration, DemonstrationError
+    from refine_core.rollout.demo import Demonstration, DemonstrationError, parse_takes
     from refine_core.sandbox import fit_in_sandbox
 
     db, run_row, task = open_run(args.run)
@@ -81,8 +84,14 @@ def run(args) -> int:
         spec = task.spec
         source, label = read_program(args.program, spec.name)
         try:
-            demo = Demonstration.load(db, run_row["id"])
+            takes = parse_takes(args.takes)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        try:
+            demo = Demonstration.load(db, run_row["id"], takes)
         except DemonstrationError as exc:
+            if db.demonstration_takes(run_row["id"]):
+                raise UserError(str(exc)) from None
             raise UserError(f"{exc}; record one first (refine record in simulation, or by teleoperation: "
                             "refine up <profile>_record_demo)") from None
         problem = check_demonstration(task, demo)
@@ -111,8 +120,12 @@ def run(args) -> int:
                 weights=fit.weights, info_schema=schema, timings={"fit_s": fit_s},
             )
             db.log_event(run_row["id"], number, "fit", f"fitted {label}",
-                         {"best_val_nll": report.get("best_val_nll"), "epochs": report.get("epochs")})
-        print(f"round {number}: fitted {label} on {demo.steps} steps of the {demo.source} demonstration in {fit_s:.1f} s "
+                         {"best_val_nll": report.get("best_val_nll"), "epochs": report.get("epochs"),
+                          "takes": list(demo.takes), "steps": demo.steps})
+        takes = (f" (takes {', '.join(map(str, demo.takes))}, concatenated)" if len(demo.takes) > 1
+                 else f" (take {demo.takes[0]})")
+        print(f"round {number}: fitted {label} on {demo.steps} steps of the {demo.source} demonstration{takes} in "
+              f"{fit_s:.1f} s "
               f"(sandboxed, {fit.result.isolation}); val NLL {report.get('initial_val_nll', float('nan')):.3f} -> "
               f"{report.get('best_val_nll', float('nan')):.3f} (best epoch {report.get('best_epoch')} of "
               f"{report.get('epochs')}); {len(schema.weights)} weights, {len(schema.latents)} latents")

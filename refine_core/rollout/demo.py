@@ -1,4 +1,4 @@
-"""The one demonstration every fit in a run uses.
+"""The demonstration every fit in a run uses: one take, or several takes of one session.
 
 Kept as arrays the fit consumes directly (`inputs` keyed like the policy's forward arguments,
 `actions` as executed) plus the same step table a policy rollout produces, so diagnostics can
@@ -8,6 +8,13 @@ Two kinds exist and each says so in `source`: the task's scripted expert in simu
 (`record_demonstration`, `SIMULATED_EXPERT`), or an operator driving a robot or a simulator
 through ROS (`recorded_demonstration`, `teleop_source(robot)`). A robot must only ever be
 fitted to a demonstration recorded on it, so the source travels with the arrays.
+
+Several takes: an operator may keep several takes of a session (`demonstrations.take`). What
+imitation learning gets is their concatenation: the steps of every chosen take, take after take,
+as one dataset (`Demonstration.combine`). The fit scores each step's action given that step's
+observation, so no training pair straddles two takes; the boundaries stay known
+(`take_starts`, and in the step table each take is its own `demo` episode, numbered by take)
+for diagnostics and for anything that needs whole episodes.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from refine_core.store.schema import SIMULATED_EXPERT
 from refine_core.tasks.base import Task
 from refine_core.tasks.spec import TaskSpec
 
-__all__ = ["SIMULATED_EXPERT", "Demonstration", "DemonstrationError", "record_demonstration",
+__all__ = ["SIMULATED_EXPERT", "Demonstration", "DemonstrationError", "parse_takes", "record_demonstration",
            "recorded_demonstration", "teleop_source"]
 
 
@@ -44,6 +51,21 @@ def teleop_source(robot: str) -> str:
     if not robot:
         raise ValueError("a teleoperated demonstration needs the name of the robot it was recorded on")
     return f"teleop ({robot})"
+
+
+def parse_takes(text: str) -> tuple[int, ...] | None:
+    """The takes a fit uses, from text such as `0,2` (None for '' or `all`: every stored take);
+    ValueError for anything else."""
+    text = str(text).strip().lower()
+    if text in ("", "all"):
+        return None
+    try:
+        takes = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise ValueError(f"takes must be 'all' or take numbers separated by commas (e.g. 0,2), got {text!r}") from None
+    if not takes or min(takes) < 0 or len(set(takes)) != len(takes):
+        raise ValueError(f"takes must list distinct take numbers >= 0, got {text!r}")
+    return takes
 
 
 @dataclass
@@ -65,31 +87,78 @@ class Demonstration:
     columns: tuple[str, ...] | None = None
     """The observation columns the inputs were built from, in order (None: not recorded, a
     database from before schema version 2)."""
+    takes: tuple[int, ...] = (0,)
+    """The take numbers the steps come from, in order."""
+    take_starts: tuple[int, ...] = (0,)
+    """The index of each take's first step in the arrays (the episode boundaries)."""
 
     @property
     def steps(self) -> int:
         return int(len(self.actions))
 
-    def save(self, db: RunDatabase, run_id: int) -> int:
-        """Store (or replace) the run's demonstration, arrays and step table together."""
+    def save(self, db: RunDatabase, run_id: int, take: int | None = None) -> int:
+        """Store the demonstration, arrays and step table together: as take `take`, or (None)
+        replacing every take the run had."""
         return db.save_demonstration(
             run_id, task=self.task, seed=self.seed, inputs=self.inputs, actions=self.actions,
             rewards=self.rewards, summary=self.summary, source=self.source, label=self.label,
-            columns=self.columns, table=self.table,
+            columns=self.columns, table=self.table, take=take,
         )
 
     @classmethod
-    def load(cls, db: RunDatabase, run_id: int) -> Demonstration:
-        row = db.load_demonstration(run_id)
-        if row is None:
+    def load(cls, db: RunDatabase, run_id: int, takes: Sequence[int] | None = None) -> Demonstration:
+        """The run's demonstration: every stored take (`takes` None), or the takes listed, in
+        that order, concatenated (`combine`)."""
+        stored = db.demonstration_takes(run_id)
+        if not stored:
             raise DemonstrationError(f"run {run_id} has no demonstration")
-        table = db.load_steps(run_id, kind="demo")
+        wanted = list(stored) if takes is None else [int(t) for t in takes]
+        missing = [t for t in wanted if t not in stored]
+        if missing or not wanted:
+            raise DemonstrationError(f"run {run_id} has no take {', '.join(map(str, missing)) or '(none chosen)'}; "
+                                     f"its takes are {', '.join(map(str, stored))}")
+        return cls.combine([cls._load_take(db, run_id, take) for take in wanted])
+
+    @classmethod
+    def _load_take(cls, db: RunDatabase, run_id: int, take: int) -> Demonstration:
+        row = db.load_demonstration(run_id, take)
+        table = db.load_steps(run_id, kind="demo", episode=take)
         columns = row.get("columns")
         return cls(
             task=row["task"], seed=int(row["seed"]), inputs=row["inputs"],
             actions=row["actions"], rewards=row["rewards"], source=row.get("source") or SIMULATED_EXPERT,
             summary=row["summary"] or {}, table=table if len(table) else None, label=row.get("label"),
-            columns=None if columns is None else tuple(columns),
+            columns=None if columns is None else tuple(columns), takes=(take,),
+        )
+
+    @classmethod
+    def combine(cls, parts: Sequence[Demonstration]) -> Demonstration:
+        """Several takes as one demonstration: arrays and step tables concatenated take after
+        take, `take_starts` marking where each begins. The takes must share task, source and
+        columns (a robot is fitted only to takes recorded on it)."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        for part in parts[1:]:
+            for name in ("task", "source", "columns"):
+                if getattr(part, name) != getattr(first, name):
+                    raise DemonstrationError(f"take {part.takes[0]} has {name} {getattr(part, name)!r}, take "
+                                             f"{first.takes[0]} {getattr(first, name)!r}: takes of one fit must agree")
+        starts = np.cumsum([0] + [p.steps for p in parts[:-1]])
+        tables = [p.table for p in parts if p.table is not None]
+        summary = {**first.summary, "steps": int(sum(p.steps for p in parts)), "takes": len(parts),
+                   "take_summaries": [dict(p.summary, take=p.takes[0]) for p in parts]}
+        successes = [float(p.summary.get("success", math.nan)) for p in parts]
+        labelled = [s for s in successes if math.isfinite(s)]
+        summary["success"] = float(np.mean(labelled)) if labelled else math.nan
+        return cls(
+            task=first.task, seed=first.seed,
+            inputs={k: np.concatenate([p.inputs[k] for p in parts]) for k in first.inputs},
+            actions=np.concatenate([p.actions for p in parts]), rewards=np.concatenate([p.rewards for p in parts]),
+            source=first.source, summary=summary,
+            table=pd.concat(tables, ignore_index=True) if len(tables) == len(parts) else None,
+            label="; ".join(p.label for p in parts if p.label) or None, columns=first.columns,
+            takes=tuple(t for p in parts for t in p.takes), take_starts=tuple(int(s) for s in starts),
         )
 
     @property

@@ -344,17 +344,28 @@ class RunDatabase:
         label: str | None = None,
         columns: Sequence[str] | None = None,
         table: pd.DataFrame | None = None,
+        take: int | None = None,
     ) -> int:
-        """Store (or replace) the run's demonstration, and its step table as `kind='demo'`.
-        `source` says who drove (`schema.SIMULATED_EXPERT`, or `teleop (<robot>)`), `label`
-        is the operator's note, `columns` the observation columns the inputs were built from."""
+        """Store the run's demonstration, and its step table as `kind='demo'`, episode `take`.
+        `take` None replaces every take the run had with this one (take 0); a number adds that
+        take (replacing only an earlier copy of the same number). `source` says who drove
+        (`schema.SIMULATED_EXPERT`, or `teleop (<robot>)`), `label` is the operator's note,
+        `columns` the observation columns the inputs were built from."""
         if not isinstance(source, str) or not source.strip():
             raise ValueError("a demonstration needs a source (who drove, on which robot or simulator)")
         arrays = {f"inputs/{name}": value for name, value in inputs.items()}
         arrays["actions"] = np.asarray(actions)
         arrays["rewards"] = np.asarray(rewards)
         with self.transaction():
-            self.conn.execute("DELETE FROM demonstrations WHERE run_id = ?", (run_id,))
+            if take is None:
+                for (old,) in self.conn.execute(
+                        "SELECT DISTINCT take FROM demonstrations WHERE run_id = ?", (run_id,)).fetchall():
+                    self._delete_episode(run_id, None, "demo", int(old or 0))
+                self.conn.execute("DELETE FROM demonstrations WHERE run_id = ?", (run_id,))
+                take = 0
+            else:
+                take = int(take)
+                self.conn.execute("DELETE FROM demonstrations WHERE run_id = ? AND take = ?", (run_id, take))
             demo_id = self._insert("demonstrations", {
                 "run_id": run_id, "task": task, "seed": int(seed), "steps": int(len(actions)),
                 "return": _float_or_none(summary.get("return")),
@@ -363,22 +374,38 @@ class RunDatabase:
                 "summary": to_json(dict(summary)), "arrays": encode_arrays(arrays),
                 "created": now(), "source": source, "label": label,
                 "columns": None if columns is None else to_json(list(columns)),
+                "take": take,
             })
-            self._delete_episode(run_id, None, "demo", 0)  # a replaced demonstration's steps go too
+            self._delete_episode(run_id, None, "demo", take)  # a replaced take's steps go too
             if table is not None:
                 self.save_episode(
-                    run_id, None, "demo", 0, seed=int(seed), summary=summary, table=table, label=label
+                    run_id, None, "demo", take, seed=int(seed), summary=summary, table=table, label=label
                 )
         return demo_id
 
-    def load_demonstration(self, run_id: int) -> dict | None:
-        """The stored demonstration: its row plus `inputs`, `actions`, `rewards` arrays."""
-        rows = self._select(
-            "SELECT * FROM demonstrations WHERE run_id = ? ORDER BY id DESC LIMIT 1", (run_id,)
-        )
+    def demonstration_takes(self, run_id: int) -> list[int]:
+        """The take numbers stored for the run, ascending."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT COALESCE(take, 0) FROM demonstrations WHERE run_id = ? ORDER BY 1", (run_id,)
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def load_demonstration(self, run_id: int, take: int | None = None) -> dict | None:
+        """One stored take (default: the newest stored): its row plus `inputs`, `actions`,
+        `rewards` arrays."""
+        if take is None:
+            rows = self._select(
+                "SELECT * FROM demonstrations WHERE run_id = ? ORDER BY id DESC LIMIT 1", (run_id,)
+            )
+        else:
+            rows = self._select(
+                "SELECT * FROM demonstrations WHERE run_id = ? AND COALESCE(take, 0) = ? ORDER BY id DESC LIMIT 1",
+                (run_id, int(take)),
+            )
         if not rows:
             return None
         row = self._decode("demonstrations", rows[0])
+        row["take"] = int(row.get("take") or 0)
         arrays = decode_arrays(row.pop("arrays"))
         row["inputs"] = {
             key.split("/", 1)[1]: value for key, value in arrays.items() if key.startswith("inputs/")

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from refine_core.rollout.schema import ID_COLUMNS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the first schema. 2: `demonstrations` records where a demonstration came from (`source`),
 the operator's `label` and the observation `columns` it was recorded with. 3: `rounds` keeps
 the analyst's one-line reason for its decision (`decision_reason`), `llm_calls` the endpoint's
-self-description (`endpoint`, e.g. that `refine serve-inbox` estimated the token counts)."""
+self-description (`endpoint`, e.g. that `refine serve-inbox` estimated the token counts).
+4: a run may hold several demonstration takes (`demonstrations.take`, 0, 1, ...; every older
+row is take 0), each with its steps as the `demo` episode of the same number."""
 
 SIMULATED_EXPERT = "scripted expert (sim)"
 """`demonstrations.source` of a demonstration the task's scripted expert drove in simulation.
@@ -36,7 +38,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...], tuple[tuple[str,
         {
             "id": int, "run_id": int, "task": str, "seed": int, "steps": int, "return": float,
             "metric": float, "success": float, "summary": str, "arrays": bytes, "created": str,
-            "source": str, "label": str, "columns": str,
+            "source": str, "label": str, "columns": str, "take": int,
         },
         "id",
         (("run_id",),),
@@ -123,6 +125,7 @@ JSON_COLUMNS = {
 # missing columns were added); each runs once, in the transaction that sets the new version.
 MIGRATIONS: dict[int, tuple[tuple[str, tuple], ...]] = {
     2: (("UPDATE demonstrations SET source = ? WHERE source IS NULL", (SIMULATED_EXPERT,)),),
+    4: (("UPDATE demonstrations SET take = 0 WHERE take IS NULL", ()),),
 }
 
 STEP_ID_COLUMNS = ID_COLUMNS

@@ -67,6 +67,8 @@ PARAMETERS: dict[str, Param] = {
                            "(privileged; simulation only)"),
     "demonstration": Param(_DEFAULT.demonstration, f"{' | '.join(DEMONSTRATION_SOURCES)}: 'expert' records the "
                            "simulated expert if the run has no demonstration; 'recorded' (robots) never does"),
+    "demo_takes": Param(_DEFAULT.demo_takes, "the recorded takes every fit uses: '' = all the run's takes, "
+                        "concatenated take after take; '0,2' = those takes"),
     "rl_resets": Param(_DEFAULT.rl_resets, "resets of post-refinement RL on the best round, in the task's "
                        "simulator (0 = none; refused with demonstration=recorded)", (0, 1_000_000)),
     "sandbox_timeout": Param(_DEFAULT.sandbox_timeout_s, "seconds one diagnostics script may run", (1.0, 86400.0)),
@@ -94,6 +96,7 @@ class AnalysisNode(Node):
             selection_episodes=int(p["selection_episodes"]), eval_episodes=int(p["eval_episodes"]),
             max_steps=int(p["max_steps"]) or None, action_mode=str(p["action_mode"]),
             expert_labels=bool(p["expert_labels"]), demonstration=str(p["demonstration"]),
+            demo_takes=str(p["demo_takes"]),
             rl_resets=int(p["rl_resets"]), sandbox_timeout_s=float(p["sandbox_timeout"]))
         if self.config.rl_resets and self.config.demonstration == "recorded":
             raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "

@@ -1,4 +1,4 @@
-"""Demo recorder: records one teleoperated demonstration into the run database.
+"""Demo recorder: records teleoperated demonstration takes into the run database.
 
 The operator drives the robot (or a simulator) through the safety node with
 `refine/teleop_action` (joy_teleop, keyboard_teleop or any publisher), so clamps, rate limits,
@@ -6,19 +6,28 @@ the workspace box, the watchdog and the e-stop hold while they do. This node lis
 actually happened: the observations the bridge (or the sim node) publishes and the commands
 the safety node sent (`refine/safe_action`), and pairs them (`refine_ros.recording`).
 
-Operator services (std_srvs): `demo/start` (Trigger) begins a take (with a simulator it first
-resets it through `reset_service` and records its new episode, which ends by itself);
-`demo/stop` (Trigger) ends it and holds it in memory; `demo/label` (SetBool) labels the held
-take: true = a success, stored as the run's demonstration with its source
-`teleop (<robot>)` and the `label` parameter as the operator's note, in one transaction;
-false = a failure, discarded. An e-stop (`refine/estop`, or a latched e-stop on
-`safety/status`) during a take aborts it and nothing is written. `demo/status` (latched JSON)
-says what the recorder is doing; `finished` is set once a demonstration is stored, which ends
-`refine up <profile>_record_demo`.
+A session records several takes, as robot-learning recorders do. Operator services (std_srvs
+Trigger unless said): `demo/start` begins a take (with a simulator it first resets it through
+`reset_service` and records its new episode, which ends by itself); `demo/stop` ends it and
+holds it in memory; then `demo/keep` stores the held take as the run's next take (one
+transaction), `demo/discard` drops it, and `demo/rerecord` drops the take being recorded (or
+held) and records it again. `demo/label` (SetBool) is the success label of the current take
+and nothing else: true = it succeeded, false = it failed (stored with the take; unlabelled
+takes store success NaN). After a keep, a discard or a re-record comes the reset phase:
+`reset_time` seconds, announced on `demo/status` (state `reset`), in which the operator puts
+the scene back; then the next take starts by itself (`auto_start`, always after a re-record)
+or waits for `demo/start`. The session ends once `takes` takes are kept (0: until
+`demo/finish`), and then `finished` is set, which ends `refine up <profile>_record_demo`.
+
+Releasing the dead-man button pauses: those steps are left out of the take, not recorded as
+stop actions. A brief sensor dropout is kept and marked in the take's summary (`gaps`); one
+longer than `max_gap` refuses the take. An e-stop (`refine/estop`, or a latched e-stop on
+`safety/status`) during a take aborts it and nothing is written. `demo/status` (latched
+JSON) says what the recorder is doing.
 
 Why a node of its own: the recording must see exactly what the robot was sent, after the
-safety rules, and nothing else; the learner and the logger are not running while a
-demonstration is recorded.
+safety rules, and nothing else; the learner and the logger are not running while
+demonstrations are recorded.
 """
 
 from __future__ import annotations
@@ -42,22 +51,32 @@ from refine_ros.messages import pack_json, unpack_json, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.recording import Take, build_demonstration, save_take, take_problem
+from refine_ros.safety import stop_label
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
-    "run_dir": Param("runs/ros", "run directory; the demonstration goes into <run_dir>/run.db"),
+    "run_dir": Param("runs/ros", "run directory; the takes go into <run_dir>/run.db"),
     "robot": Param(Required("string"), "the robot (or simulator profile) driven: the demonstration's source is "
                    "'teleop (<robot>)', and a robot's learner fits only that source"),
     "action_topic": Param("refine/safe_action", "the commands the robot executed (the safety node's output)"),
+    "teleop_topic": Param("refine/teleop_action", "the operator's commands (silent while the dead-man button is "
+                          "released: those steps are pauses, left out); '' = no pauses"),
+    "pause_after": Param(0.25, "seconds without an operator command after which a step is a pause", (0.01, 10.0),
+                         read_only=False),
     "reset_service": Param("", "Trigger service that starts a simulator episode at demo/start ('' = a robot: the "
                            "take starts at once)"),
-    "label": Param("", "the operator's note stored with the next saved demonstration", read_only=False),
+    "label": Param("", "the operator's note stored with the next kept take", read_only=False),
     "min_steps": Param(10, "fewest steps a take needs to be kept", (2, 1_000_000), read_only=False),
-    "max_gap": Param(0.5, "seconds the observations may pause inside a take (longer: a sensor dropped out and the "
-                     "take is refused)", (0.01, 60.0), read_only=False),
+    "max_gap": Param(1.0, "seconds the observations may pause inside a take (a brief sensor dropout is kept and "
+                     "marked in the take's summary; a longer one refuses the take)", (0.01, 60.0), read_only=False),
+    "takes": Param(1, "takes to keep before the session ends (0 = until demo/finish)", (0, 10_000)),
+    "reset_time": Param(5.0, "seconds of the reset phase after a take is kept, discarded or re-recorded",
+                        (0.0, 3600.0), read_only=False),
+    "auto_start": Param(True, "start the next take by itself when the reset phase ends (a re-record always does)",
+                        read_only=False),
 }
 
-STATES = ("idle", "starting", "recording", "stopped", "saved", "aborted")
+STATES = ("idle", "starting", "recording", "stopped", "reset", "finished", "aborted")
 
 
 class DemoRecorder(Node):
@@ -74,44 +93,64 @@ class DemoRecorder(Node):
         self.spec = self.task.spec
         self.run_dir = Path(str(p["run_dir"]))
         self.source = teleop_source(str(p["robot"]))
+        self.takes_wanted = int(p["takes"])
         self.finished = threading.Event()
-        """Set once a demonstration is stored (`refine up` then ends)."""
+        """Set once the session is over (`refine up` then ends)."""
         self.outcome = "no demonstration stored yet"
         self._lock = threading.Lock()
         self.state = "idle"
         self.take: Take | None = None
         self.held: Take | None = None
+        self.kept: list[tuple[int, int]] = []
+        """(take number, steps) of every take kept this session."""
         self.columns: tuple[str, ...] | None = None
         self.seed = -1
         self._episode_seen: int | None = None
         self._start_after: int | None = None
         self._estop = False
+        self._reset_timer = None
+        self._restart_after_reset = False
 
         self.pub_status = self.create_publisher(String, "demo/status", qos.LATCHED)
         self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.LOG)
         self.create_subscription(String, "refine/observation_columns", self._on_columns, qos.LATCHED)
         self.create_subscription(Float64MultiArray, str(p["action_topic"]), self._on_action, qos.LOG)
+        teleop = str(p["teleop_topic"]).strip()
+        self.pauses = bool(teleop)
+        if teleop:
+            self.create_subscription(Float64MultiArray, teleop, self._on_teleop, qos.LOG)
         self.create_subscription(Float64MultiArray, "refine/reward", self._on_reward, qos.LOG)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
         reset = str(p["reset_service"]).strip()
         self.reset_client = self.create_client(Trigger, reset) if reset else None
-        self.create_service(Trigger, "demo/start", self._on_start)
-        self.create_service(Trigger, "demo/stop", self._on_stop)
+        for name, handler in (("start", self._start), ("stop", self._stop_request), ("keep", self._keep),
+                              ("discard", self._discard), ("rerecord", self._rerecord), ("finish", self._finish)):
+            self.create_service(Trigger, f"demo/{name}", self._trigger(name, handler))
         self.create_service(SetBool, "demo/label", self._on_label)
-        self._publish("idle", f"ready: call demo/start to record a {self.spec.name} demonstration ({self.source})")
+        session = f"{self.takes_wanted} take(s)" if self.takes_wanted else "takes until demo/finish"
+        self._publish("idle", f"ready: call demo/start to record a {self.spec.name} demonstration ({self.source}, "
+                              f"{session})")
 
     # -- operator services ------------------------------------------------------------------------
-    def _on_start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        with self._lock:
-            response.success, response.message = self._start()
-        self.get_logger().info(f"demo/start: {response.message}")
-        return response
+    def _trigger(self, name: str, handler):
+        def serve(_request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+            with self._lock:
+                response.success, response.message = handler()
+            self.get_logger().info(f"demo/{name}: {response.message}")
+            return response
+        return serve
 
     def _start(self) -> tuple[bool, str]:
+        if self.finished.is_set():
+            return False, "the session is over"
         if self.state in ("starting", "recording"):
             return False, "already recording; call demo/stop first"
+        if self.held is not None:
+            return False, f"a stopped take of {len(self.held)} steps waits: call demo/keep or demo/discard first"
+        if self.state == "reset":
+            return False, "the reset phase is running; the next take starts when it ends"
         if self._estop:
             return False, "the e-stop is latched: release it and call safety/rearm first"
         if self.columns is None:
@@ -119,18 +158,19 @@ class DemoRecorder(Node):
         if self.columns != tuple(self.spec.observation_columns):
             return False, (f"the observation columns on refine/observation_columns are not {self.spec.name}'s "
                            "(another task, or another order)")
-        dropped = f" (the unlabelled take of {len(self.held)} steps was discarded)" if self.held else ""
-        self.held = None
-        self.take = Take(axes=len(self.spec.actions))
+        self.take = Take(axes=len(self.spec.actions),
+                         pause_after=float(self._p("pause_after")) if self.pauses else 0.0)
+        number = len(self.kept)
         if self.reset_client is None:
-            self._set("recording", f"recording{dropped}: drive on refine/teleop_action, then call demo/stop")
+            self._set("recording", f"recording take {number}: drive on refine/teleop_action (releasing the dead-man "
+                                   "button pauses), then call demo/stop")
             return True, self.last_message
         if not self.reset_client.service_is_ready():
             self.take = None
             return False, f"the simulator's {self.reset_client.srv_name} service is not available"
         self._start_after = self._episode_seen
         self.reset_client.call_async(Trigger.Request()).add_done_callback(self._on_reset_answer)
-        self._set("starting", f"resetting the simulator; recording its next episode{dropped}")
+        self._set("starting", f"resetting the simulator; take {number} records its next episode")
         return True, self.last_message
 
     def _on_reset_answer(self, future) -> None:
@@ -143,14 +183,10 @@ class DemoRecorder(Node):
                 why = future.exception() or (result.message if result is not None else "no answer")
                 self._set("idle", f"the simulator did not reset: {why}")
 
-    def _on_stop(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        with self._lock:
-            if self.state not in ("starting", "recording"):
-                response.success, response.message = False, f"not recording (state {self.state})"
-            else:
-                response.success, response.message = self._stop("stopped by the operator")
-        self.get_logger().info(f"demo/stop: {response.message}")
-        return response
+    def _stop_request(self) -> tuple[bool, str]:
+        if self.state not in ("starting", "recording"):
+            return False, f"not recording (state {self.state})"
+        return self._stop("stopped by the operator")
 
     def _stop(self, why: str) -> tuple[bool, str]:
         take, self.take = self.take, None
@@ -160,39 +196,107 @@ class DemoRecorder(Node):
             self._set("idle", f"{why}; the take cannot be kept: {problem}")
             return False, self.last_message
         self.held = take
-        self._set("stopped", f"{why}: {len(take)} steps; call demo/label (true: keep it as the demonstration, "
-                             "false: discard it)")
+        gaps = take.gaps()
+        marks = (f", {len(gaps)} brief sensor gap(s) marked (longest {max(s for _, s in gaps):.2f} s)" if gaps else "")
+        paused = f", {take.paused_steps} paused steps left out" if take.paused_steps else ""
+        self._set("stopped", f"{why}: {len(take)} steps{paused}{marks}; call demo/keep (store it), demo/discard or "
+                             "demo/rerecord; demo/label true/false labels it a success/failure")
         return True, self.last_message
 
     def _on_label(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         with self._lock:
-            response.success, response.message = self._label(bool(request.data))
+            take = self.take if self.take is not None else self.held
+            if take is None:
+                response.success, response.message = False, f"no take to label (state {self.state})"
+            else:
+                take.success = 1.0 if request.data else 0.0
+                response.success = True
+                response.message = f"the take is labelled a {'success' if request.data else 'failure'}"
+                self._publish(self.state, self.last_message)
         self.get_logger().info(f"demo/label: {response.message}")
         return response
 
-    def _label(self, success: bool) -> tuple[bool, str]:
+    def _keep(self) -> tuple[bool, str]:
         take = self.held
         if take is None:
-            return False, f"no stopped take to label (state {self.state})"
-        self.held = None
-        if not success:
-            self._set("idle", f"discarded the take of {len(take)} steps (labelled a failure); nothing was written")
-            return True, self.last_message
+            return False, f"no stopped take to keep (state {self.state})"
         note = str(self._p("label")).strip() or None
         try:
             demo = build_demonstration(self.task, take, source=self.source, columns=self.columns, seed=self.seed,
-                                       label=note, success=True)
+                                       label=note)
             with RunDatabase(self.run_dir) as db:
-                run_id, replaced = save_take(db, demo)
+                run_id, number = save_take(db, demo)
                 where = db.path
         except (DemonstrationError, RunDatabaseError, OSError, ValueError) as exc:
-            self._set("idle", f"the take was not stored: {exc}")
-            return False, self.last_message
-        self.outcome = (f"stored a {demo.steps}-step {self.source} demonstration as run {run_id}'s"
-                        f"{' (replacing the earlier one)' if replaced else ''} in {where}")
-        self._set("saved", self.outcome)
-        self.finished.set()
+            return False, f"the take was not stored (it is still held): {exc}"
+        self.held = None
+        self.kept.append((number, demo.steps))
+        self.outcome = (f"stored {len(self.kept)} take(s) ({sum(n for _, n in self.kept)} steps) of {self.source} as "
+                        f"run {run_id}'s demonstration in {where}")
+        kept = f"kept take {number} ({demo.steps} steps) in {where}"
+        if self.takes_wanted and len(self.kept) >= self.takes_wanted:
+            self._end_session(kept)
+        else:
+            self._reset_phase(kept, restart=bool(self._p("auto_start")))
+        return True, kept
+
+    def _discard(self) -> tuple[bool, str]:
+        take = self.held
+        if take is None:
+            return False, f"no stopped take to discard (state {self.state}; demo/rerecord drops a running one)"
+        self.held = None
+        message = f"discarded the take of {len(take)} steps; nothing was written"
+        self._reset_phase(message, restart=bool(self._p("auto_start")))
+        return True, message
+
+    def _rerecord(self) -> tuple[bool, str]:
+        take = self.take if self.take is not None else self.held
+        if take is None:
+            return False, f"no take to record again (state {self.state})"
+        self.take = self.held = None
+        message = f"dropped the take ({len(take)} steps, nothing written); recording it again"
+        self._reset_phase(message, restart=True)
+        return True, message
+
+    def _finish(self) -> tuple[bool, str]:
+        if self.state in ("starting", "recording") or self.held is not None:
+            return False, "a take is running or held: stop it and keep or discard it first"
+        self._end_session("the operator ended the session")
         return True, self.last_message
+
+    def _end_session(self, why: str) -> None:
+        self._cancel_reset()
+        self.finished.set()
+        self._set("finished", f"{why}; {self.outcome}")
+
+    def _reset_phase(self, why: str, *, restart: bool) -> None:
+        """The timed pause between takes in which the operator puts the scene back."""
+        self._cancel_reset()
+        seconds = float(self._p("reset_time"))
+        self._restart_after_reset = restart
+        then = "the next take starts by itself" if restart else "then call demo/start"
+        self._set("reset", f"{why}; reset the scene: {seconds:g} s, {then}", reset_s=seconds)
+        self._reset_timer = self.create_timer(max(seconds, 1e-3), self._on_reset_over)
+
+    def _cancel_reset(self) -> None:
+        if self._reset_timer is not None:
+            self._reset_timer.cancel()
+            self.destroy_timer(self._reset_timer)
+            self._reset_timer = None
+
+    def _on_reset_over(self) -> None:
+        with self._lock:
+            self._cancel_reset()
+            if self.state != "reset":
+                return
+            self._set("idle", "the reset phase is over")
+            if self._restart_after_reset:
+                ok, message = self._start()
+                if not ok:
+                    self._set("idle", f"the reset phase is over; the next take did not start: {message}")
+            else:
+                self._set("idle", "the reset phase is over: call demo/start for the next take")
+        self.get_logger().info(self.last_message)
 
     # -- what happened on the robot -----------------------------------------------------------------
     def _on_columns(self, msg: String) -> None:
@@ -223,6 +327,12 @@ class DemoRecorder(Node):
                 return
             take.on_observation(vec.values, vec.step, now)
 
+    def _on_teleop(self, _msg: Float64MultiArray) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self.take is not None:
+                self.take.on_teleop(now)
+
     def _on_action(self, msg: Float64MultiArray) -> None:
         try:
             vec = unpack_vector(msg)
@@ -230,7 +340,7 @@ class DemoRecorder(Node):
             return
         with self._lock:
             if self.state == "recording" and self.take is not None:
-                self.take.on_action(vec.values)
+                self.take.on_action(vec.values, stop=stop_label(msg.layout.dim[0].label if msg.layout.dim else ""))
 
     def _on_reward(self, msg: Float64MultiArray) -> None:
         try:
@@ -284,21 +394,22 @@ class DemoRecorder(Node):
     def _p(self, name: str) -> Any:
         return self.get_parameter(name).value
 
-    def _set(self, state: str, message: str) -> None:
-        self.state, self.last_message = state, message
-        self._publish(state, message)
+    def _set(self, state: str, message: str, **extra: Any) -> None:
+        self._publish(state, message, **extra)
 
-    def _publish(self, state: str, message: str) -> None:
+    def _publish(self, state: str, message: str, **extra: Any) -> None:
         self.state, self.last_message = state, message
         take = self.take if self.take is not None else self.held
-        self.pub_status.publish(pack_json({"state": state, "message": message,
-                                           "steps": 0 if take is None else len(take),
-                                           "source": self.source, "task": self.spec.name}))
+        self.pub_status.publish(pack_json({
+            "state": state, "message": message, "steps": 0 if take is None else len(take),
+            "paused_steps": 0 if take is None else take.paused_steps,
+            "success": None if take is None or take.success != take.success else take.success,
+            "kept": [number for number, _ in self.kept], "source": self.source, "task": self.spec.name, **extra}))
 
 
 def main(args: list[str] | None = None) -> None:
-    """Ends once the demonstration is stored (as `refine up` does), so `ros2 launch` of a
-    record_demo profile ends with it; the linger lets the latched demo/status reach late readers."""
+    """Ends once the session is over (as `refine up` does), so `ros2 launch` of a record_demo
+    profile ends with it; the linger lets the latched demo/status reach late readers."""
     run_node(DemoRecorder, args, until=lambda node: node.finished.is_set(), linger=1.0)
 
 

@@ -8,9 +8,10 @@ fresh (`joy_timeout`): let go, or unplug the pad, and nothing is sent, so the sa
 watchdog stops the robot. Other buttons: `estop_button` publishes `refine/estop` true while
 held (false on release; the safety node latches it until `safety/rearm`; with `estop_heartbeat`
 its state goes out with every Joy message, for a safety node whose `estop_timeout` makes the
-e-stop a heartbeat: an unplugged pad then stops the robot), `start_button` /
-`stop_button` / `keep_button` call the demo recorder's `demo/start`, `demo/stop` and
-`demo/label` (true: keep the take).
+e-stop a heartbeat: an unplugged pad then stops the robot), the recording buttons
+(`start_button`, `stop_button`, `keep_button`, `discard_button`, `rerecord_button`,
+`success_button`, `failure_button`, `finish_button`; `refine_ros.teleop.DEMO_BUTTONS`) call the
+demo recorder's services (`demo/start`, ..., `demo/label` true / false, `demo/finish`).
 
 Why continuous publishing while enabled: the safety node treats a teleop command older than
 its stale limit (about 60 ms on the arm) as gone, so the node repeats the current command at
@@ -34,10 +35,9 @@ from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.teleop import (
     BUTTON_B,
-    BUTTON_BACK,
     BUTTON_LEFT_SHOULDER,
-    BUTTON_START,
-    BUTTON_Y,
+    DEMO_BUTTONS,
+    DEMO_CONTROLS,
     Edges,
     joy_map_for,
 )
@@ -55,10 +55,10 @@ PARAMETERS: dict[str, Param] = {
                           read_only=False),
     "estop_heartbeat": Param(False, "publish the e-stop button's state with every Joy message, not only on change "
                              "(for the safety node's estop_timeout)"),
-    "start_button": Param(BUTTON_START, "button calling demo/start (-1 = none)", (-1, 64), read_only=False),
-    "stop_button": Param(BUTTON_BACK, "button calling demo/stop (-1 = none)", (-1, 64), read_only=False),
-    "keep_button": Param(BUTTON_Y, "button calling demo/label true: keep the stopped take (-1 = none)", (-1, 64),
-                         read_only=False),
+    **{f"{name}_button": Param(DEMO_BUTTONS[name], f"button calling {service}"
+                               f"{'' if value is None else f' {str(value).lower()}'} (-1 = none)", (-1, 64),
+                               read_only=False)
+       for name, (service, value) in DEMO_CONTROLS.items()},
     "rate": Param(50.0, "Hz of refine/teleop_action while enabled", (1.0, 500.0)),
     "joy_timeout": Param(0.5, "seconds after which the last Joy message counts as gone", (0.01, 10.0),
                          read_only=False),
@@ -89,9 +89,8 @@ class JoyTeleop(Node):
         self.pub_teleop = self.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND)
         self.pub_estop = self.create_publisher(Bool, "refine/estop", qos.COMMAND)
         self.create_subscription(Joy, str(p["joy_topic"]), self._on_joy, qos.SENSOR)
-        self._demo_clients = {"start": self.create_client(Trigger, "demo/start"),
-                         "stop": self.create_client(Trigger, "demo/stop"),
-                         "keep": self.create_client(SetBool, "demo/label")}
+        self._demo_clients = {service: self.create_client(Trigger if value is None else SetBool, service)
+                              for service, value in DEMO_CONTROLS.values()}
         self.create_timer(1.0 / float(p["rate"]), self._tick)
         names = ", ".join(f"{a}: axis {i}" for a, i in zip(self.spec.action_names, self.map.axes, strict=True))
         self.get_logger().info(f"gamepad teleop for {self.spec.name} ({names}); hold button "
@@ -108,16 +107,17 @@ class JoyTeleop(Node):
         if held != self._estop_held or self._estop_heartbeat:
             self._estop_held = held
             self.pub_estop.publish(Bool(data=held))
-        wanted = {name: int(self._p(f"{name}_button")) for name in ("start", "stop", "keep")}
+        wanted = {name: int(self._p(f"{name}_button")) for name in DEMO_CONTROLS}
         for name in self._edges.pressed(buttons, wanted):
             self._call(name)
 
     def _call(self, name: str) -> None:
-        client = self._demo_clients[name]
+        service, value = DEMO_CONTROLS[name]
+        client = self._demo_clients[service]
         if not client.service_is_ready():
             self.get_logger().warning(f"{client.srv_name} is not available (is the demo recorder running?)")
             return
-        request = SetBool.Request(data=True) if name == "keep" else Trigger.Request()
+        request = Trigger.Request() if value is None else SetBool.Request(data=value)
         client.call_async(request).add_done_callback(
             lambda f, n=client.srv_name: self.get_logger().info(
                 f"{n}: {f.result().message if f.exception() is None else f.exception()}"))

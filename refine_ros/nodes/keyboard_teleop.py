@@ -7,8 +7,9 @@ task's action vector on `refine/teleop_action` while a motion key is held (`refi
 a key keeps its value for `hold_time` after its last auto-repeat, so letting go stops), and
 nothing otherwise, so the safety node's watchdog stops the robot. Control keys: space stops
 moving, `x` asserts the e-stop (`refine/estop` true), `u` releases it and calls
-`safety/rearm`, `1` / `2` call `demo/start` / `demo/stop`, `y` / `n` call `demo/label`
-true (keep the take) / false (discard it), `q` quits. What the demo recorder says
+`safety/rearm`, the recording keys (`refine_ros.teleop.CONTROL_KEYS`: `1` start, `2` stop,
+`k` keep, `j` discard, `b` re-record, `+` / `-` label the take a success / failure, `0` end the
+session) call the demo recorder's services, `q` quits. What the demo recorder says
 (`demo/status`) is printed as it changes.
 """
 
@@ -32,7 +33,7 @@ from refine_ros import qos
 from refine_ros.messages import pack_vector, unpack_json
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.teleop import CONTROL_HELP, KeyboardState, keymap_for
+from refine_ros.teleop import CONTROL_HELP, DEMO_CONTROLS, KeyboardState, keymap_for
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())}): the actions and their keys"),
@@ -65,10 +66,9 @@ class KeyboardTeleop(Node):
         self.pub_teleop = self.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND)
         self.pub_estop = self.create_publisher(Bool, "refine/estop", qos.COMMAND)
         self.create_subscription(String, "demo/status", self._on_demo_status, qos.LATCHED)
-        self._calls = {"start": self.create_client(Trigger, "demo/start"),
-                          "stop": self.create_client(Trigger, "demo/stop"),
-                          "label": self.create_client(SetBool, "demo/label"),
-                          "rearm": self.create_client(Trigger, "safety/rearm")}
+        self._calls = {service: self.create_client(Trigger if value is None else SetBool, service)
+                       for service, value in DEMO_CONTROLS.values()}
+        self._calls["safety/rearm"] = self.create_client(Trigger, "safety/rearm")
         self.create_timer(1.0 / float(p["rate"]), self._tick)
         self._saved = termios.tcgetattr(self.fd)
         tty.setcbreak(self.fd)  # single keys, no echo; Ctrl-C still interrupts
@@ -103,11 +103,10 @@ class KeyboardTeleop(Node):
             self._say("E-STOP asserted (u: release and re-arm)")
         elif action == "rearm":
             self.pub_estop.publish(Bool(data=False))
-            self._call("rearm", Trigger.Request())
-        elif action in ("start", "stop"):
-            self._call(action, Trigger.Request())
-        elif action in ("keep", "discard"):
-            self._call("label", SetBool.Request(data=action == "keep"))
+            self._call("safety/rearm", Trigger.Request())
+        elif action in DEMO_CONTROLS:
+            service, value = DEMO_CONTROLS[action]
+            self._call(service, Trigger.Request() if value is None else SetBool.Request(data=value))
 
     def _call(self, name: str, request: Any) -> None:
         client = self._calls[name]
