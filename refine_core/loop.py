@@ -86,6 +86,12 @@ class RefineConfig:
     """'expert': record the task's scripted expert when the run has no demonstration yet;
     'recorded': only ever use a demonstration already in the run and never the simulated
     expert's (robots: one teleoperated on the robot)."""
+    best_round_by: str = field(default="metric", metadata={"choices": records.BEST_ROUND_BASES})
+    """What chooses the best round: 'metric' (the selection episodes' task metric: a
+    simulator); on a robot, which measures no reward, 'operator' (the operator's success /
+    failure labels of the live episodes) or 'signal' (the success each episode's success
+    signal stored). When it does not tell the rounds apart, the earliest committed round is
+    kept by rule, and the run says so."""
     demo_takes: str = ""
     """The recorded takes every fit uses: '' (or 'all') = every take stored in the run,
     concatenated take after take; '0,2' = those takes, in that order."""
@@ -116,6 +122,8 @@ class RefineConfig:
         if self.demonstration not in DEMONSTRATION_SOURCES:
             raise ValueError(f"demonstration must be one of {DEMONSTRATION_SOURCES}, got {self.demonstration!r}")
         parse_takes(self.demo_takes)
+        if self.best_round_by not in records.BEST_ROUND_BASES:
+            raise ValueError(f"best_round_by must be one of {records.BEST_ROUND_BASES}, got {self.best_round_by!r}")
         for name in ("max_rounds", "max_attempts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -147,6 +155,8 @@ class RefineResult:
     rounds: list[RoundRecord] = field(default_factory=list)
     best: RoundRecord | None = None
     stop_reason: str = ""
+    best_reason: str = ""
+    """What chose `best` (`records.choose_best`)."""
 
 
 @dataclass
@@ -276,7 +286,7 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
             error=decision.error, metrics=rollouts.metrics, timings=dict(run.seconds))
         records.commit_round(db, record, run.take_calls(), rollouts.episodes)
         result.rounds.append(record)
-        result.best = records.best_round(result.rounds, higher)
+        result.best = choose_best_round(run, result.rounds).round
         run.say(round_summary(record, result.best))
         if on_round is not None:
             on_round(record)
@@ -293,11 +303,23 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
     if config.rl_resets > 0 and result.best is not None:
         polished = polish_with_rl(run, result.best, result.rounds[-1].round + 1)
         result.rounds.append(polished)
-        result.best = records.best_round(result.rounds, higher)
 
+    choice = choose_best_round(run, result.rounds)
+    result.best, result.best_reason = choice.round, choice.reason
+    db.log_event(run_id, None, "best_round", choice.reason, {"basis": choice.basis, "asked": config.best_round_by,
+                                                            "round": None if choice.round is None else choice.round.round})
+    run.say(f"best round: {choice.reason}")
     records.finish_run(db, run_id, result.best, result.stop_reason)
     run.say(f"stopped: {result.stop_reason}")
     return result
+
+
+def choose_best_round(run: Run, rounds: list[RoundRecord]) -> records.BestChoice:
+    """The best round so far by the configured basis (the operator's labels are read from the
+    database, where they arrive while the run goes on)."""
+    basis = run.config.best_round_by
+    return records.choose_best(rounds, run.task.spec.metric.higher_is_better, basis,
+                               records.round_outcomes(run.db, run.run_id, basis))
 
 
 def demonstration(db: RunDatabase, run_id: int, task: Task, config: RefineConfig) -> Demonstration:

@@ -26,7 +26,7 @@ from typing import Any
 from refine_core.analyst.inbox import FINGERPRINT as INBOX_FINGERPRINT
 from refine_core.analyst.labels import analyst_label
 from refine_core.store.db import RunDatabase
-from refine_core.store.records import best_round, round_from_row
+from refine_core.store.records import choose_best, round_from_row, round_outcomes
 
 SUMMARY_VERSION = 1
 SUMMARY_JSON = "summary.json"
@@ -113,7 +113,9 @@ def build_summary(db: RunDatabase, run_id: int | None = None) -> dict:
     calls = db.llm_calls(rid)
     higher = get_task(run["task"]).spec.metric.higher_is_better
     records = [round_from_row(r) for r in rows]
-    best = best_round(records, higher)
+    basis = config.get("best_round_by") or "metric"
+    choice = choose_best(records, higher, basis, round_outcomes(db, rid, basis))
+    best = choice.round
     committed = [r for r in records if r.status == "committed" and r.decision != "rl"]
     rounds = [_round_entry(db, rid, row, calls) for row in rows]
     totals_resets = {kind: sum(r["resets"].get(kind, 0) for r in rounds) for kind in (*RESET_KINDS, "rl")}
@@ -144,6 +146,7 @@ def build_summary(db: RunDatabase, run_id: int | None = None) -> dict:
         "programs": {program_hash(r.program): r.program for r in records if r.program},
         "first_round": committed[0].round if committed else None,
         "best_round": best.round if best is not None else None,
+        "best_round_reason": choice.reason,
         "revisions": [{"round": r["round"], "reason": r["reason"]} for r in rounds if r["decision"] == "program"],
         "totals": {
             "rounds": len(rounds),
@@ -181,7 +184,8 @@ def summary_markdown(summary: dict) -> str:
                                              if totals["resets"].get(k) or k != "rl")
         + " (diagnostic episodes are the published method's resets; selection episodes choose the best"
           " round; evaluation episodes are only reported)",
-        f"- best round: {summary['best_round']}; stopped: {summary['stop_reason']}",
+        f"- best round: {summary['best_round']} ({summary.get('best_round_reason') or 'by its selection metric'}); "
+        f"stopped: {summary['stop_reason']}",
     ]
     replay = summary.get("replay")
     if replay:

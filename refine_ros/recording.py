@@ -73,13 +73,14 @@ class Take:
     final_observation: np.ndarray | None = None
     summary: dict[str, float] = field(default_factory=dict)
     """The simulator's episode summary, when its episode ended during the take."""
-    intervals: list[float] = field(default_factory=list)
-    """Seconds between each pair's observation and the observation before it (NaN: first)."""
+    intervals: list[tuple[int, float]] = field(default_factory=list)
+    """(index the next kept step gets, seconds since the observation before) of every
+    observation, kept or paused: a dropout is marked even when the steps around it are not kept."""
     pause_after: float = 0.0
     """Seconds without an operator command after which a step is a pause (0: no pauses)."""
     success: float = math.nan
     """The operator's success label (1 success, 0 failure, NaN unlabelled)."""
-    _pending: tuple[np.ndarray, int, float, float, float | None] | None = None
+    _pending: tuple[np.ndarray, int, float, float | None] | None = None
     _action: np.ndarray | None = None
     _action_stop: bool = False
     _last_time: float | None = None
@@ -106,16 +107,17 @@ class Take:
 
     def on_observation(self, values: Sequence[float], step: int, now: float) -> None:
         obs = np.asarray(values, dtype=float)
-        interval = math.nan if self._last_time is None else now - self._last_time
-        if self._last_time is not None and now - self._last_time > self.max_gap:
-            self.max_gap, self.max_gap_step = now - self._last_time, len(self.actions)
-        self._last_time = now
         if self._pending is not None and self._action is not None:
             self._close_pending()
-        self._pending = (obs, int(step), now, interval, self._last_teleop)
+        if self._last_time is not None:
+            self.intervals.append((len(self.actions), now - self._last_time))
+            if now - self._last_time > self.max_gap:
+                self.max_gap, self.max_gap_step = now - self._last_time, len(self.actions)
+        self._last_time = now
+        self._pending = (obs, int(step), now, self._last_teleop)
 
     def _close_pending(self) -> None:
-        pending, pending_step, pending_time, interval, last_teleop = self._pending
+        pending, pending_step, pending_time, last_teleop = self._pending
         if self.pause_after > 0 and self._action_stop:  # the safety node stopped the robot: not the operator's
             self.paused_steps += 1
             return
@@ -125,7 +127,7 @@ class Take:
             # (the safety node's stale-input and watchdog stops come before `pause_after` is over)
             since = -math.inf if last_teleop is None else last_teleop
             while self.times and self.times[-1] > since:
-                for column in (self.observations, self.actions, self.steps, self.times, self.intervals):
+                for column in (self.observations, self.actions, self.steps, self.times):
                     column.pop()
                 self.paused_steps += 1
             return
@@ -133,11 +135,11 @@ class Take:
         self.actions.append(self._action.copy())
         self.steps.append(pending_step)
         self.times.append(pending_time)
-        self.intervals.append(interval)
 
     def gaps(self) -> list[tuple[int, float]]:
-        """(step index in the take, seconds) of every brief sensor dropout the take kept."""
-        return find_gaps(self.intervals)
+        """(index of the first kept step after it, seconds) of every brief sensor dropout."""
+        found = find_gaps([seconds for _, seconds in self.intervals])
+        return [(min(self.intervals[i][0], len(self.actions)), seconds) for i, seconds in found]
 
     def on_reward(self, step: int, reward: float, done: bool, success: float) -> None:
         self.rewards[int(step)] = (float(reward), bool(done), float(success))

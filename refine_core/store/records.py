@@ -10,12 +10,21 @@ rebuilds the loop's state from committed rows only.
 The best round has one definition, here: the committed round with the best *selection*
 metric (NaN never wins; ties keep the earlier round). Evaluation episodes are reported, never
 used to choose.
+
+A robot has no reward, so its metric may be all zeros or NaN; choosing among those would be a
+blind pick. `choose_best` therefore takes a basis (`BEST_ROUND_BASES`): the task metric (a
+simulator), the operator's success/failure labels of the live episodes (`operator`), or the
+success a configured signal reported for each episode (`signal`, e.g. a twin's success or a
+fiducial's predicate, stored as the episode's `success`). A round's score is then its success
+rate over the episodes that have an outcome. When nothing distinguishes the rounds (no
+outcome at all, or every round scores the same) it says so and keeps the earliest committed
+round by rule; the reason travels to the run's events, the console and the summary.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -99,6 +108,80 @@ def best_round(records: Iterable[RoundRecord], higher_is_better: bool) -> RoundR
         if best is None or better(record.selection_metric, best.selection_metric, higher_is_better):
             best = record
     return best
+
+
+BEST_ROUND_BASES = ("metric", "operator", "signal")
+"""What chooses the best round: the selection metric, the operator's episode labels, or a
+configured success signal."""
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    round: RoundRecord | None
+    basis: str
+    """The basis asked for, or 'rule' when it did not distinguish the rounds."""
+    reason: str
+    """One line saying what chose the round (for the report and the summary)."""
+
+
+def choose_best(records: Iterable[RoundRecord], higher_is_better: bool, basis: str = "metric",
+                outcomes: Mapping[int, Sequence[float]] | None = None) -> BestChoice:
+    """The best committed round by `basis`; `outcomes` maps a round to its episodes' outcomes
+    (1 success, 0 failure) for the `operator` and `signal` bases."""
+    if basis not in BEST_ROUND_BASES:
+        raise ValueError(f"the best round basis must be one of {BEST_ROUND_BASES}, got {basis!r}")
+    committed = [r for r in records if r.status == "committed"]
+    if not committed:
+        return BestChoice(None, basis, "no committed round")
+    if basis == "metric":
+        scores = {r.round: r.selection_metric for r in committed}
+        what, higher = "selection metric", higher_is_better
+    else:
+        scores = {r.round: _rate((outcomes or {}).get(r.round, ())) for r in committed}
+        what = "operator label" if basis == "operator" else "success signal"
+        higher = True  # a success rate
+    what_a = f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
+    scored = [r for r in committed if scores[r.round] == scores[r.round]]
+    if not scored:
+        return BestChoice(committed[0], "rule", f"nothing distinguishes the rounds (none has {what_a}): round "
+                          f"{committed[0].round} kept by rule (the earliest committed round)")
+    if len(scored) > 1 and len({scores[r.round] for r in scored}) == 1:
+        return BestChoice(scored[0], "rule", f"nothing distinguishes the rounds (every round with {what_a} has "
+                          f"the same, {scores[scored[0].round]:.4g}): round {scored[0].round} kept by rule (the "
+                          "earliest of them)")
+    best = scored[0]
+    for record in scored[1:]:
+        if better(scores[record.round], scores[best.round], higher):
+            best = record
+    if basis == "metric":
+        return BestChoice(best, basis, f"round {best.round} by its selection metric {scores[best.round]:.4g}")
+    counted = len((outcomes or {}).get(best.round, ()))
+    return BestChoice(best, basis, f"round {best.round} by {what}s: success rate {scores[best.round]:.2f} over "
+                                   f"{counted} labelled episode(s)")
+
+
+def _rate(values: Sequence[float]) -> float:
+    known = [float(v) for v in values if v == v]
+    return sum(known) / len(known) if known else math.nan
+
+
+def round_outcomes(db: RunDatabase, run_id: int, basis: str) -> dict[int, list[float]]:
+    """Per round, the outcomes of its live episodes for `basis`: `operator`, the labels an
+    operator gave (`episodes.label` success / failure); `signal`, the `success` each episode's
+    success signal stored. Unlabelled episodes are left out."""
+    if basis not in ("operator", "signal"):
+        return {}
+    table = db.episodes(run_id)
+    table = table[table["round"].notna() & (table["kind"] != "demo")]
+    out: dict[int, list[float]] = {}
+    for row in table.itertuples(index=False):
+        if basis == "operator":
+            value = {"success": 1.0, "failure": 0.0}.get(str(row.label or ""), math.nan)
+        else:
+            value = math.nan if row.success is None else float(row.success)
+        if value == value:
+            out.setdefault(int(row.round), []).append(value)
+    return out
 
 
 def last_committed(records: Sequence[RoundRecord]) -> RoundRecord | None:

@@ -67,6 +67,10 @@ PARAMETERS: dict[str, Param] = {
                            "(privileged; simulation only)"),
     "demonstration": Param(_DEFAULT.demonstration, f"{' | '.join(DEMONSTRATION_SOURCES)}: 'expert' records the "
                            "simulated expert if the run has no demonstration; 'recorded' (robots) never does"),
+    "best_round_by": Param(_DEFAULT.best_round_by, "what chooses the best round: metric (a simulator's reward) | "
+                           "operator (the operator's logger/label_episode verdicts on live episodes) | signal (each "
+                           "episode's measured success); when it tells no rounds apart the earliest is kept, and "
+                           "the run says so"),
     "demo_takes": Param(_DEFAULT.demo_takes, "the recorded takes every fit uses: '' = all the run's takes, "
                         "concatenated take after take; '0,2' = those takes"),
     "rl_resets": Param(_DEFAULT.rl_resets, "resets of post-refinement RL on the best round, in the task's "
@@ -96,7 +100,7 @@ class AnalysisNode(Node):
             selection_episodes=int(p["selection_episodes"]), eval_episodes=int(p["eval_episodes"]),
             max_steps=int(p["max_steps"]) or None, action_mode=str(p["action_mode"]),
             expert_labels=bool(p["expert_labels"]), demonstration=str(p["demonstration"]),
-            demo_takes=str(p["demo_takes"]),
+            demo_takes=str(p["demo_takes"]), best_round_by=str(p["best_round_by"]),
             rl_resets=int(p["rl_resets"]), sandbox_timeout_s=float(p["sandbox_timeout"]))
         if self.config.rl_resets and self.config.demonstration == "recorded":
             raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "
