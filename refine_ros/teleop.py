@@ -54,6 +54,15 @@ DEMO_CONTROLS: dict[str, tuple[str, bool | None]] = {
 }
 """Recording control -> (demo recorder service, SetBool value; None: a Trigger). Keeping,
 discarding and re-recording a take are their own controls; the success label is another."""
+EPISODE_LABEL = "logger/label_episode"
+"""Where the success / failure controls go when no demo recorder runs: the rollout logger's
+verdict on the last live episode, which chooses a robot's best round (`best_round_by: operator`)."""
+
+
+def label_service(service: str, recorder_ready: bool) -> str:
+    """The service a control calls: the success label goes to the recorder while one runs,
+    else to the rollout logger (a live episode during refinement)."""
+    return EPISODE_LABEL if service == "demo/label" and not recorder_ready else service
 DEMO_BUTTONS: dict[str, int] = {
     "start": BUTTON_START, "stop": BUTTON_BACK, "keep": BUTTON_Y, "discard": BUTTON_X, "rerecord": DPAD_LEFT,
     "success": DPAD_UP, "failure": DPAD_DOWN, "finish": BUTTON_RIGHT_SHOULDER,

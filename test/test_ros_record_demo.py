@@ -281,23 +281,26 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
     middle (a pause, not stop actions) and is labelled a success and kept; the reset phase is
     announced and the next take starts by itself; that take is re-recorded; the new one has a
     brief sensor dropout (the fake driver goes silent), is labelled a failure and kept, which
-    ends the session. Then `refine fit` fits both takes, concatenated."""
+    ends the session. Each kept take's driver topic is in its own MCAP file beside the database.
+    Then `refine fit` fits both takes, concatenated."""
     driver = FakeArmDriver(context)
     silent = driver.create_client(SetBool, "fake/driver_silent")
     proc = subprocess.Popen(
         [sys.executable, "-m", "refine_core.cli", "up", "arm_real_record_demo", "--run", str(run_dir), "--live",
          "--processes", "--timeout", "200", "--set", "demo_recorder.takes=2", "--set", "demo_recorder.reset_time=1.5",
-         "--set", "demo_recorder.max_gap=2.0", "--set", "demo_recorder.min_steps=5"],
+         "--set", "demo_recorder.max_gap=2.0", "--set", "demo_recorder.min_steps=5",
+         "--set", 'demo_recorder.bag_topics=["/joint_states:sensor_msgs/msg/JointState"]'],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     pad, operator = FakeGamepad(context), DemoStatus(context)
     graph = Graph(context, driver, pad, operator)
     try:
-        pad.hold(axes={LEFT_Y: 0.5}, buttons={BUTTON_LEFT_SHOULDER: 1})
+        pad.hold(axes={LEFT_Y: 0.5})  # the dead-man is pressed once the take runs (the arm stays in its box)
         # until the bridge's first observations (and columns) arrive, start says so
         assert _wait(lambda: call(operator.start, Trigger.Request(), timeout=90.0).success
                      or "already recording" in call(operator.start, Trigger.Request()).message, 90.0), \
             operator.states[-1:]
         operator.wait_for("recording")
+        pad.hold(buttons={BUTTON_LEFT_SHOULDER: 1})
         time.sleep(2.0)
         pad.hold(buttons={BUTTON_LEFT_SHOULDER: 0})  # let go: a pause
         time.sleep(1.0)
@@ -317,6 +320,7 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
         assert announced["reset_s"] == 1.5 and "reset the scene" in announced["message"] and announced["kept"] == [0]
         assert "take 1" in reset["message"]
 
+        pad.hold(axes={LEFT_Y: -0.5})  # take 1 drives back
         again = call(operator.rerecord, Trigger.Request())  # take 1 is botched: record it again
         assert again.success and "recording it again" in again.message
         operator.wait_for("reset")
@@ -355,6 +359,15 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
         gaps = second["summary"]["gaps"]
         assert any(0 <= index <= second["steps"] and 0.45 <= seconds < 2.0 for index, seconds in gaps), gaps
         steps = first["steps"] + second["steps"]
+    from mcap_ros2.reader import read_ros2_messages
+
+    assert sorted(p.name for p in (run_dir / "takes").iterdir()) == ["take_0.mcap", "take_1.mcap"], \
+        "a re-recorded take leaves no file"
+    for take in (0, 1):
+        joints = [m.ros_msg for m in read_ros2_messages(str(run_dir / "takes" / f"take_{take}.mcap"))]
+        assert len(joints) > 50 and all(m.channel.topic == "/joint_states" for m in
+                                        read_ros2_messages(str(run_dir / "takes" / f"take_{take}.mcap")))
+        assert "robotiq_85_left_knuckle_joint" in joints[0].name, "the driver's own message, decoded"
     fit = subprocess.run([sys.executable, "-m", "refine_core.cli", "fit", "--run", str(run_dir), "--program", "starter",
                           "--max-epochs", "3", "--allow-weak-isolation"],
                          capture_output=True, text=True, timeout=240, env=ENV)

@@ -24,6 +24,7 @@ from refine_ros.teleop import (
     KeyboardState,
     joy_map_for,
     keymap_for,
+    label_service,
     standard_joy_map,
 )
 
@@ -141,6 +142,9 @@ def test_keep_discard_and_rerecord_are_their_own_controls_apart_from_the_success
     assert set(CONTROL_KEYS.values()) >= set(DEMO_CONTROLS)
     for spec in (DOOR, CAR):
         KeyboardState(spec, keymap_for(spec))  # refuses a motion key that is a control key
+    assert label_service("demo/label", recorder_ready=False) == "logger/label_episode", "a live episode's verdict"
+    assert label_service("demo/label", recorder_ready=True) == "demo/label"
+    assert label_service("demo/keep", recorder_ready=False) == "demo/keep"
 
 
 # ---- a take -> a demonstration -----------------------------------------------------------------
@@ -304,3 +308,24 @@ def test_a_take_is_refused_for_a_run_of_another_task_or_with_fitted_rounds(tmp_p
     with pytest.raises(DemonstrationError, match="column 0"):
         build_demonstration(get_task("door_open"), _door_take(), source="teleop (x)",
                             columns=list(reversed(DOOR.observation_columns)), seed=0, label=None)
+
+
+def test_a_takes_driver_topics_round_trip_through_mcap(tmp_path):
+    """The serialized messages a take collected come back decoded from its MCAP file."""
+    from mcap_ros2.reader import read_ros2_messages
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
+
+    from refine_ros.take_bag import TakeBag, message_class, parse_topics
+
+    topics = parse_topics(["/joint_states:sensor_msgs/msg/JointState", " "])
+    assert topics == [("/joint_states", "sensor_msgs/msg/JointState")] and message_class(topics[0][1]) is JointState
+    for bad in ("/joint_states", "/x:sensor_msgs/JointState", ":std_msgs/msg/String"):
+        with pytest.raises(ValueError, match="TOPIC:PACKAGE/msg/TYPE"):
+            parse_topics([bad])
+    bag = TakeBag(topics)
+    for k in range(3):
+        bag.add("/joint_states", 1_000 + k, serialize_message(JointState(name=["j"], position=[0.1 * k])))
+    path = bag.write(tmp_path / "takes" / "take_0.mcap", {"take": "0"})
+    read = [m.ros_msg for m in read_ros2_messages(str(path))]
+    assert [list(m.position) for m in read] == [[0.0], [0.1], [0.2]] and read[0].name == ["j"]

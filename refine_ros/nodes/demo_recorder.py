@@ -52,6 +52,7 @@ from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.recording import Take, build_demonstration, save_take, take_problem
 from refine_ros.safety import stop_label
+from refine_ros.take_bag import TakeBag, message_class, parse_topics
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
@@ -72,6 +73,8 @@ PARAMETERS: dict[str, Param] = {
     "takes": Param(1, "takes to keep before the session ends (0 = until demo/finish)", (0, 10_000)),
     "reset_time": Param(5.0, "seconds of the reset phase after a take is kept, discarded or re-recorded",
                         (0.0, 3600.0), read_only=False),
+    "bag_topics": Param([""], "driver topics stored per kept take in <run_dir>/takes/take_<n>.mcap, each "
+                        "'TOPIC:PACKAGE/msg/TYPE' (e.g. /joint_states:sensor_msgs/msg/JointState); [''] = none"),
     "auto_start": Param(True, "start the next take by itself when the reset phase ends (a re-record always does)",
                         read_only=False),
 }
@@ -123,6 +126,15 @@ class DemoRecorder(Node):
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
+        try:
+            self.bag_topics = parse_topics(list(p["bag_topics"]))
+            for topic, datatype in self.bag_topics:
+                self.create_subscription(message_class(datatype), topic,
+                                         lambda data, t=topic: self._on_bag_message(t, data), qos.SENSOR, raw=True)
+        except (ValueError, ImportError, AttributeError) as exc:
+            with refusing(self):
+                raise StartRefused(f"demo_recorder: bag_topics: {exc}") from None
+        self.bag: TakeBag | None = None
         reset = str(p["reset_service"]).strip()
         self.reset_client = self.create_client(Trigger, reset) if reset else None
         for name, handler in (("start", self._start), ("stop", self._stop_request), ("keep", self._keep),
@@ -160,6 +172,7 @@ class DemoRecorder(Node):
                            "(another task, or another order)")
         self.take = Take(axes=len(self.spec.actions),
                          pause_after=float(self._p("pause_after")) if self.pauses else 0.0)
+        self.bag = TakeBag(self.bag_topics) if self.bag_topics else None
         number = len(self.kept)
         if self.reset_client is None:
             self._set("recording", f"recording take {number}: drive on refine/teleop_action (releasing the dead-man "
@@ -231,6 +244,15 @@ class DemoRecorder(Node):
             return False, f"the take was not stored (it is still held): {exc}"
         self.held = None
         self.kept.append((number, demo.steps))
+        bag, self.bag = self.bag, None
+        if bag is not None:
+            try:
+                path = bag.write(self.run_dir / "takes" / f"take_{number}.mcap",
+                                 {"run_id": str(run_id), "take": str(number), "source": self.source})
+                counts = ", ".join(f"{n} on {t}" for t, n in bag.counts().items()) or "no messages"
+                where = f"{where}; driver topics in {path} ({counts})"
+            except Exception as exc:  # noqa: BLE001 - the take is stored; say what went wrong with its bag
+                where = f"{where}; its driver topics could not be written: {exc}"
         self.outcome = (f"stored {len(self.kept)} take(s) ({sum(n for _, n in self.kept)} steps) of {self.source} as "
                         f"run {run_id}'s demonstration in {where}")
         kept = f"kept take {number} ({demo.steps} steps) in {where}"
@@ -244,7 +266,7 @@ class DemoRecorder(Node):
         take = self.held
         if take is None:
             return False, f"no stopped take to discard (state {self.state}; demo/rerecord drops a running one)"
-        self.held = None
+        self.held = self.bag = None
         message = f"discarded the take of {len(take)} steps; nothing was written"
         self._reset_phase(message, restart=bool(self._p("auto_start")))
         return True, message
@@ -253,7 +275,7 @@ class DemoRecorder(Node):
         take = self.take if self.take is not None else self.held
         if take is None:
             return False, f"no take to record again (state {self.state})"
-        self.take = self.held = None
+        self.take = self.held = self.bag = None
         message = f"dropped the take ({len(take)} steps, nothing written); recording it again"
         self._reset_phase(message, restart=True)
         return True, message
@@ -326,6 +348,12 @@ class DemoRecorder(Node):
             if len(vec.values) != len(self.spec.observation_columns):
                 return
             take.on_observation(vec.values, vec.step, now)
+
+    def _on_bag_message(self, topic: str, data: bytes) -> None:
+        now = self.get_clock().now().nanoseconds
+        with self._lock:
+            if self.bag is not None and self.state == "recording":
+                self.bag.add(topic, now, data)
 
     def _on_teleop(self, _msg: Float64MultiArray) -> None:
         now = time.monotonic()

@@ -11,7 +11,8 @@ its state goes out with every Joy message, for a safety node whose `estop_timeou
 e-stop a heartbeat: an unplugged pad then stops the robot), the recording buttons
 (`start_button`, `stop_button`, `keep_button`, `discard_button`, `rerecord_button`,
 `success_button`, `failure_button`, `finish_button`; `refine_ros.teleop.DEMO_BUTTONS`) call the
-demo recorder's services (`demo/start`, ..., `demo/label` true / false, `demo/finish`).
+demo recorder's services (`demo/start`, ..., `demo/label` true / false, `demo/finish`); with no
+recorder running, success / failure label the last live episode (`logger/label_episode`).
 
 Why continuous publishing while enabled: the safety node treats a teleop command older than
 its stale limit (about 60 ms on the arm) as gone, so the node repeats the current command at
@@ -38,9 +39,18 @@ from refine_ros.teleop import (
     BUTTON_LEFT_SHOULDER,
     DEMO_BUTTONS,
     DEMO_CONTROLS,
+    EPISODE_LABEL,
     Edges,
     joy_map_for,
+    label_service,
 )
+
+
+def _button(control: str, what: str) -> Param:
+    service, value = DEMO_CONTROLS[control]
+    call = service if value is None else f"{service} {str(value).lower()}"
+    return Param(DEMO_BUTTONS[control], f"button calling {call}: {what} (-1 = none)", (-1, 64), read_only=False)
+
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())}): the actions and the standard map"),
@@ -55,10 +65,14 @@ PARAMETERS: dict[str, Param] = {
                           read_only=False),
     "estop_heartbeat": Param(False, "publish the e-stop button's state with every Joy message, not only on change "
                              "(for the safety node's estop_timeout)"),
-    **{f"{name}_button": Param(DEMO_BUTTONS[name], f"button calling {service}"
-                               f"{'' if value is None else f' {str(value).lower()}'} (-1 = none)", (-1, 64),
-                               read_only=False)
-       for name, (service, value) in DEMO_CONTROLS.items()},
+    "start_button": _button("start", "start a take"),
+    "stop_button": _button("stop", "stop the take"),
+    "keep_button": _button("keep", "keep the stopped take"),
+    "discard_button": _button("discard", "discard the stopped take"),
+    "rerecord_button": _button("rerecord", "drop the take and record it again"),
+    "success_button": _button("success", "label the take (or, with no recorder, the last live episode) a success"),
+    "failure_button": _button("failure", "label it a failure"),
+    "finish_button": _button("finish", "end the recording session"),
     "rate": Param(50.0, "Hz of refine/teleop_action while enabled", (1.0, 500.0)),
     "joy_timeout": Param(0.5, "seconds after which the last Joy message counts as gone", (0.01, 10.0),
                          read_only=False),
@@ -91,6 +105,7 @@ class JoyTeleop(Node):
         self.create_subscription(Joy, str(p["joy_topic"]), self._on_joy, qos.SENSOR)
         self._demo_clients = {service: self.create_client(Trigger if value is None else SetBool, service)
                               for service, value in DEMO_CONTROLS.values()}
+        self._demo_clients[EPISODE_LABEL] = self.create_client(SetBool, EPISODE_LABEL)
         self.create_timer(1.0 / float(p["rate"]), self._tick)
         names = ", ".join(f"{a}: axis {i}" for a, i in zip(self.spec.action_names, self.map.axes, strict=True))
         self.get_logger().info(f"gamepad teleop for {self.spec.name} ({names}); hold button "
@@ -113,7 +128,7 @@ class JoyTeleop(Node):
 
     def _call(self, name: str) -> None:
         service, value = DEMO_CONTROLS[name]
-        client = self._demo_clients[service]
+        client = self._demo_clients[label_service(service, self._demo_clients[service].service_is_ready())]
         if not client.service_is_ready():
             self.get_logger().warning(f"{client.srv_name} is not available (is the demo recorder running?)")
             return

@@ -9,7 +9,8 @@ nothing otherwise, so the safety node's watchdog stops the robot. Control keys: 
 moving, `x` asserts the e-stop (`refine/estop` true), `u` releases it and calls
 `safety/rearm`, the recording keys (`refine_ros.teleop.CONTROL_KEYS`: `1` start, `2` stop,
 `k` keep, `j` discard, `b` re-record, `+` / `-` label the take a success / failure, `0` end the
-session) call the demo recorder's services, `q` quits. What the demo recorder says
+session) call the demo recorder's services (with no recorder running, `+` / `-` label the last
+live episode through `logger/label_episode`), `q` quits. What the demo recorder says
 (`demo/status`) is printed as it changes.
 """
 
@@ -33,7 +34,14 @@ from refine_ros import qos
 from refine_ros.messages import pack_vector, unpack_json
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.teleop import CONTROL_HELP, DEMO_CONTROLS, KeyboardState, keymap_for
+from refine_ros.teleop import (
+    CONTROL_HELP,
+    DEMO_CONTROLS,
+    EPISODE_LABEL,
+    KeyboardState,
+    keymap_for,
+    label_service,
+)
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())}): the actions and their keys"),
@@ -69,6 +77,7 @@ class KeyboardTeleop(Node):
         self._calls = {service: self.create_client(Trigger if value is None else SetBool, service)
                        for service, value in DEMO_CONTROLS.values()}
         self._calls["safety/rearm"] = self.create_client(Trigger, "safety/rearm")
+        self._calls[EPISODE_LABEL] = self.create_client(SetBool, EPISODE_LABEL)
         self.create_timer(1.0 / float(p["rate"]), self._tick)
         self._saved = termios.tcgetattr(self.fd)
         tty.setcbreak(self.fd)  # single keys, no echo; Ctrl-C still interrupts
@@ -106,7 +115,7 @@ class KeyboardTeleop(Node):
             self._call("safety/rearm", Trigger.Request())
         elif action in DEMO_CONTROLS:
             service, value = DEMO_CONTROLS[action]
-            self._call(service, Trigger.Request() if value is None else SetBool.Request(data=value))
+            self._call(label_service(service, self._calls[service].service_is_ready()), Trigger.Request() if value is None else SetBool.Request(data=value))
 
     def _call(self, name: str, request: Any) -> None:
         client = self._calls[name]
