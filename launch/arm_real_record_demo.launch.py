@@ -3,7 +3,7 @@
 `ros2 launch refine_ros arm_real_record_demo.launch.py [run_dir:=DIR] dry_run:=false ...` — drive on
 refine/teleop_action (a gamepad through `ros2 run joy game_controller_node`, or
 `ros2 run refine_ros keyboard_teleop --ros-args -p task:=...` in a terminal of its own), then
-call demo/start, demo/stop and demo/label. The node set comes from the profile through
+call demo/start, demo/stop and demo/keep. The node set comes from the profile through
 refine_ros.bringup, the same source `refine up arm_real_record_demo` uses.
 """
 

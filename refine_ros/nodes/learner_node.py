@@ -139,7 +139,7 @@ class LearnerNode(Node):
         directory the learner does not start, and says how to record one."""
         how = (f"record one first: refine up {self.robot}_record_demo --run {self.run_dir} --live (or ros2 launch "
                f"refine_ros {self.robot}_record_demo.launch.py run_dir:={self.run_dir} dry_run:=false), drive it "
-               "on refine/teleop_action, then call demo/start, demo/stop and demo/label")
+               "on refine/teleop_action, then call demo/start, demo/stop and demo/keep")
         try:
             with RunDatabase(self.run_dir, create=False) as db:
                 run = db.latest_run()
