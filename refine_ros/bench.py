@@ -62,15 +62,15 @@ def publish_steps(
     from rclpy.duration import Duration
     from std_msgs.msg import Float64MultiArray, String
 
+    from refine_core.rollout.schema import RolloutSchema
     from refine_core.tasks import get_task
     from refine_ros import qos
     from refine_ros.messages import pack_json, pack_vector
 
     spec = get_task(TASK).spec
     obs_cols = list(spec.observation_columns)
-    policy_cols = [f"mean_{a}" for a in spec.action_names] + [
-        f"act_{a}" for a in spec.action_names
-    ] + list(LATENTS)
+    schema = RolloutSchema.for_task(spec, LATENTS)
+    policy_cols = [*schema.mean(), *schema.act(), *schema.info_keys]
     rclpy.init()
     node = rclpy.create_node("bench_step_publisher")
     try:

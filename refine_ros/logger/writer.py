@@ -32,10 +32,20 @@ from typing import Any
 
 from refine_core.store.db import RunDatabase
 from refine_ros.logger.episodes import Episode, EpisodeBook, Gap
-from refine_ros.logger.rows import BadMessage, RowJoiner, counted
+from refine_ros.logger.rows import BadMessage, RowJoiner
+from refine_ros.messages import NotCounted, unpack_vector, vector_label
 
 ITEM_BATCH = 2000
 """Queue items handled before the writer checks its clocks again."""
+
+
+def _counted(stream: str, msg: Any) -> tuple[int, int, tuple[float, ...]]:
+    """(episode, step, values) of a step stream's message, or BadMessage naming the stream."""
+    try:
+        vec = unpack_vector(msg)
+    except NotCounted as exc:
+        raise BadMessage(f"{stream}: {exc}") from None
+    return vec.episode, vec.step, vec.values
 
 
 class LogWriter:
@@ -203,11 +213,10 @@ class LogWriter:
             elif stream.endswith("_columns"):
                 self.rows.set_columns(stream[: -len("_columns")], self._json(msg, stream))
             elif stream == "safe":
-                number, step, values = counted("safe action", msg)
-                label = msg.layout.dim[0].label if msg.layout.dim else ""
-                self.rows.add_safe((number, step), values, received, number in self.book.closed, label)
+                number, step, values = _counted("safe action", msg)
+                self.rows.add_safe((number, step), values, received, number in self.book.closed, vector_label(msg))
             elif stream == "result":
-                number, step, values = counted("command result", msg)
+                number, step, values = _counted("command result", msg)
                 self.rows.add_result((number, step), values, received, number in self.book.closed)
             else:
                 self._on_vector(stream, received, msg)
@@ -236,7 +245,7 @@ class LogWriter:
             self.rows.forget(number)
 
     def _on_vector(self, stream: str, received: float, msg: Any) -> None:
-        number, step, values = counted(stream, msg)
+        number, step, values = _counted(stream, msg)
         key = (number, step)
         if number in self.book.closed or key in self.rows.written:
             self.late_parts += 1

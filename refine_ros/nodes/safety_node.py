@@ -21,7 +21,7 @@ from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
 from refine_ros import qos
-from refine_ros.messages import pack_vector
+from refine_ros.messages import NotCounted, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
     Param,
@@ -171,9 +171,11 @@ class SafetyNode(Node):
         self._send(self.filter.on_estop(msg.data, self._now()))
 
     def _on_observation(self, msg: Float64MultiArray) -> None:
-        if msg.layout.data_offset != 2 or len(msg.data) < 2:
+        try:
+            observation = unpack_vector(msg)
+        except NotCounted:
             return
-        self.filter.on_observation(msg.data[2:], self._now())
+        self.filter.on_observation(observation.values, self._now())
 
     def _on_joy(self, msg: Joy) -> None:
         b = self._deadman_button
