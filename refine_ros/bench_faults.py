@@ -137,6 +137,7 @@ class Harness:
         from std_srvs.srv import SetBool, Trigger
 
         from refine_ros import qos
+        from refine_ros.messages import step_type
 
         self.robot, self.bridge = robot, bridge
         self.node = node = Node("fault_harness", context=context)
@@ -148,7 +149,7 @@ class Harness:
         kind, topic = driver_topic(robot, bridge)
         node.create_subscription(kind, topic, self._on_command, qos.LOG)
         node.create_subscription(Float64MultiArray, "refine/command_result", self._on_result, qos.LOG)
-        node.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.LOG)
+        node.create_subscription(step_type(), "refine/observation", self._on_observation, qos.LOG)
         node.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
         self.pub_action = node.create_publisher(
             Float64MultiArray, "refine/action" if through_safety else "refine/safe_action", qos.CONTROL)

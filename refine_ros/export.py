@@ -1,9 +1,9 @@
 """`refine export`: a round's logged rollouts as ROS 2 messages in an MCAP file.
 
 Why it is built this way:
-- The file holds the topics the live graph publishes, with the same types and counted-vector
-  layout (`refine/observation`, `refine/action`, `refine/policy_step`, `refine/reward`,
-  `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
+- The file holds the topics the live graph publishes, with the same types and layout
+  (refine_ros.messages: `refine/observation`, `refine/policy_step`, `refine/reward` as named
+  Step messages, `refine/action` as a counted vector, `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
   RViz as if the robot were running. Whatever the task can draw from a logged observation
   alone (`refine_core.tasks.view.TaskView.scene_from_observation`: the door's gripper, handle
   and target poses, the pendulum's joint and shapes) goes out on the same typed topics as live (named by
@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from refine_core.rollout.schema import RolloutSchema, is_info_key
+from refine_core.rollout.schema import OUTCOME_COLUMNS, RolloutSchema, is_info_key
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.store.records import best_committed_round
 from refine_core.tasks.base import Task
 from refine_core.tasks.registry import get_task
 from refine_core.tasks.view import TaskView
 from refine_ros import scene_topics
-from refine_ros.messages import counted_fields, json_fields
+from refine_ros.messages import counted_fields, json_fields, step_fields
 
 EPISODE_PAUSE_S = 1.0
 START_NS = 1_000_000_000  # replay clocks start at t = 1 s, not at the UNIX epoch
@@ -188,6 +188,7 @@ def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, ep
     step_cols = [c for c in schema.policy_step() if c in steps.columns]
     string = "std_msgs/msg/String"
     vector = "std_msgs/msg/Float64MultiArray"
+    named = "refine_ros_interfaces/msg/Step"
     write("refine/observation_columns", string, json_fields(obs_cols), START_NS)
     write("refine/policy_step_columns", string, json_fields(step_cols), START_NS)
     summaries = {(r["kind"], int(r["episode"])): r for r in episodes.to_dict("records")}
@@ -203,16 +204,17 @@ def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, ep
             step = int(row["step"])
             ns = clock + step * period_ns
             if obs_cols:
-                write("refine/observation", vector, counted_fields(number, step, _finite(row[c] for c in obs_cols)), ns)
+                write("refine/observation", named,
+                      step_fields(number, step, obs_cols, _finite(row[c] for c in obs_cols), ns), ns)
             if all(c in row for c in act_cols):
                 write("refine/action", vector,
                       counted_fields(number, step, _finite(row[c] for c in act_cols), "action"), ns)
             if step_cols:
-                write("refine/policy_step", vector,
-                      counted_fields(number, step, _finite(row[c] for c in step_cols), "policy_step"), ns)
-            if "reward" in row:
-                write("refine/reward", vector,
-                      counted_fields(number, step, _finite([row["reward"], row.get("done", 0)])), ns)
+                write("refine/policy_step", named,
+                      step_fields(number, step, step_cols, _finite(row[c] for c in step_cols), ns), ns)
+            if "reward" in row:  # the table keeps reward and done per step (the live stream adds success)
+                outcome = _finite([row["reward"], row.get("done", 0)])
+                write("refine/reward", named, step_fields(number, step, OUTCOME_COLUMNS, outcome, ns), ns)
             scene = view.scene_from_observation({c: _number(row[c]) for c in obs_cols})
             if scene is not None:
                 for topic, (datatype, message) in scene_topics.message_dicts(scene, ns, FRAME).items():

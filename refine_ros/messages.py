@@ -1,15 +1,23 @@
 """The step streams' wire format, in one place: every node, the logger, the safety filter, the
-bench publishers and the MCAP export encode and decode counted vectors only through here.
+bench publishers and the MCAP export encode and decode step messages only through here.
 
-A counted vector is a `std_msgs/Float64MultiArray` whose first two elements are the episode
-and step counters; `layout.data_offset = 2` marks them as leading padding, which is exactly
-what the field exists for. Column names travel once on a latched topic (`*_columns`, a
-`std_msgs/String` holding a JSON list), so every step message stays small.
+Two encodings, one reader (`unpack_vector` returns a `CountedVector` for either):
 
-The codec itself needs no ROS: `counted_fields` gives the message as plain fields (what the
-MCAP export writes) and `read_counted` checks a received one, so ROS-free code (the logger's
+- **Step** (`refine_ros_interfaces/msg/Step`): the data streams a person reads and the logger
+  records (`refine/observation`, `refine/policy_step`, `refine/reward`,
+  `refine/expert_action`). The column names travel with the values, so `ros2 topic echo`
+  shows `names: [gripper_x, ...]` beside `values: [...]` and no receiver can pair values with
+  the wrong names.
+- **Counted vector** (`std_msgs/Float64MultiArray`, first two elements the episode and step
+  counters, `layout.data_offset = 2` marking them as leading padding): the command path
+  (`refine/action`, `refine/safe_action`, `refine/teleop_action`, `refine/command_result`).
+  It stays on the standard type because its receivers take exactly one fixed width (the
+  robot's action axes) and the safety node's stop reason travels in the dimension label.
+
+The codec itself needs no ROS: `*_fields` give a message as plain fields (what the MCAP export
+writes) and `read_counted` / `read_step` check a received one, so ROS-free code (the logger's
 row joiner, the safety filter) validates with the same rules the nodes use. Only `pack_*`
-build rclpy messages, importing std_msgs when first called.
+build rclpy messages, importing the message modules when first called.
 """
 
 from __future__ import annotations
@@ -29,11 +37,18 @@ class NotCounted(ValueError):
     """A message that is not a (valid) counted vector; the text says why. Never trust a topic."""
 
 
+REWARD_NAMES = ("reward", "done", "success")
+"""The values of a `refine/reward` step: the reward, 1 when the episode ended, the task's success."""
+
+
 @dataclass(frozen=True)
 class CountedVector:
     episode: int
     step: int
     values: tuple[float, ...]
+    names: tuple[str, ...] = ()
+    """The column names a Step carried (empty for a counted vector: its names are known to the
+    receiver or sent on a `*_columns` topic)."""
 
 
 def counted_fields(episode: int, step: int, values: Iterable[float], label: str = "") -> dict[str, Any]:
@@ -64,9 +79,55 @@ def read_counted(data_offset: int, data: Sequence[float], width: int | None = No
     return CountedVector(int(episode), int(step), values)
 
 
+def step_fields(episode: int, step: int, names: Sequence[str], values: Iterable[float],
+                stamp_ns: int = 0) -> dict[str, Any]:
+    """A refine_ros_interfaces/msg/Step as plain fields; names[i] labels values[i]."""
+    values = [float(v) for v in values]
+    if len(names) != len(values):
+        raise ValueError(f"{len(names)} names for {len(values)} values")
+    return {"header": {"stamp": {"sec": int(stamp_ns // 1_000_000_000), "nanosec": int(stamp_ns % 1_000_000_000)},
+                       "frame_id": ""},
+            "episode": int(episode), "step": int(step), "names": [str(n) for n in names], "values": values}
+
+
+def read_step(episode: int, step: int, names: Sequence[str], values: Sequence[float],
+              width: int | None = None, finite: bool = False) -> CountedVector:
+    """The fields of a received Step, checked like a counted vector's (and one name per value)."""
+    if len(names) != len(values):
+        raise NotCounted(f"a step with {len(names)} names for {len(values)} values")
+    if width is not None and len(values) != width:
+        raise NotCounted(f"{len(values)} values, expected {width}")
+    vector = tuple(float(v) for v in values)
+    if finite and not all(math.isfinite(v) for v in vector):
+        raise NotCounted("NaN or inf in the values")
+    return CountedVector(int(episode), int(step), vector, tuple(names))
+
+
 def unpack_vector(msg: Any, width: int | None = None, finite: bool = False) -> CountedVector:
-    """`read_counted` of a Float64MultiArray (or anything with its `layout` and `data`)."""
+    """The counters, values (and names) of a step-stream message: a Step or a counted
+    Float64MultiArray. Raises NotCounted."""
+    if hasattr(msg, "names"):
+        return read_step(msg.episode, msg.step, msg.names, msg.values, width, finite)
     return read_counted(msg.layout.data_offset, msg.data, width, finite)
+
+
+def pack_step(episode: int, step: int, names: Sequence[str], values: Sequence[float], stamp: Any = None) -> Any:
+    """A refine_ros_interfaces/msg/Step; `stamp` (builtin_interfaces/Time) when the values were
+    produced, zero when not given."""
+    from refine_ros_interfaces.msg import Step
+
+    fields = step_fields(episode, step, names, values)
+    msg = Step(episode=fields["episode"], step=fields["step"], names=fields["names"], values=fields["values"])
+    if stamp is not None:
+        msg.header.stamp = stamp
+    return msg
+
+
+def step_type() -> type:
+    """The Step message class, for create_publisher / create_subscription."""
+    from refine_ros_interfaces.msg import Step
+
+    return Step
 
 
 def vector_label(msg: Any) -> str:

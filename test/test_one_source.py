@@ -143,7 +143,6 @@ def test_a_column_added_in_one_place_reaches_the_table_the_export_and_the_analys
     from refine_core.store.db import RunDatabase
     from refine_core.tasks.registry import get_task
     from refine_ros.export import export_mcap
-    from refine_ros.messages import COUNTERS
 
     task = get_task("pendulum")
     source = starter_program("pendulum")
@@ -174,4 +173,4 @@ def test_a_column_added_in_one_place_reaches_the_table_the_export_and_the_analys
     names = json.loads(next(m.data for topic, m in messages if topic == "refine/policy_step_columns"))
     steps = [m for topic, m in messages if topic == "refine/policy_step"]
     assert "latent_probe" in names and len(steps) == 5
-    assert all(m.data[COUNTERS + names.index("latent_probe")] == 7.5 for m in steps)
+    assert all(list(m.names) == names and m.values[names.index("latent_probe")] == 7.5 for m in steps)

@@ -56,9 +56,14 @@ class RowJoiner:
         self.columns[stream] = tuple(names)
 
     # -- parts ------------------------------------------------------------------------------------
-    def add(self, key: Key, stream: str, values: Sequence[float], received: float) -> dict[str, Any]:
+    def add(self, key: Key, stream: str, values: Sequence[float], received: float,
+            names: Sequence[str] = ()) -> dict[str, Any]:
         """Merge one stream's values into the row of `key` (created on its first part) and
-        return the row; a part that does not fit its columns raises BadMessage."""
+        return the row; a part that does not fit its columns raises BadMessage. `names`: the
+        column names a Step message carried, which then name the observation or policy-step
+        columns (a counted vector has none: its names came on the `*_columns` topic)."""
+        if names and stream in ("observation", "policy_step") and tuple(names) != self.columns.get(stream):
+            self.columns[stream] = tuple(names)
         row = self.pending.get(key)
         if row is None:
             row = self.pending[key] = {}

@@ -42,6 +42,7 @@ from refine_ros.messages import pack_json, unpack_json, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.recording import Take, build_demonstration, save_take, take_problem
+from refine_ros_interfaces.msg import Step
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
@@ -88,10 +89,10 @@ class DemoRecorder(Node):
         self._estop = False
 
         self.pub_status = self.create_publisher(String, "demo/status", qos.LATCHED)
-        self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.LOG)
+        self.create_subscription(Step, "refine/observation", self._on_observation, qos.LOG)
         self.create_subscription(String, "refine/observation_columns", self._on_columns, qos.LATCHED)
         self.create_subscription(Float64MultiArray, str(p["action_topic"]), self._on_action, qos.LOG)
-        self.create_subscription(Float64MultiArray, "refine/reward", self._on_reward, qos.LOG)
+        self.create_subscription(Step, "refine/reward", self._on_reward, qos.LOG)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
@@ -203,7 +204,7 @@ class DemoRecorder(Node):
         if isinstance(columns, list):
             self.columns = tuple(str(c) for c in columns)
 
-    def _on_observation(self, msg: Float64MultiArray) -> None:
+    def _on_observation(self, msg: Step) -> None:
         try:
             vec = unpack_vector(msg)
         except ValueError:
@@ -232,7 +233,7 @@ class DemoRecorder(Node):
             if self.state == "recording" and self.take is not None:
                 self.take.on_action(vec.values)
 
-    def _on_reward(self, msg: Float64MultiArray) -> None:
+    def _on_reward(self, msg: Step) -> None:
         try:
             vec = unpack_vector(msg)
         except ValueError:
