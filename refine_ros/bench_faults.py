@@ -168,9 +168,11 @@ class Harness:
             self.commands.append((_stamp(), msg))
 
     def _on_result(self, msg) -> None:
-        d = msg.data
+        from refine_ros.messages import unpack_vector
+
+        result = unpack_vector(msg, width=2)
         with self.lock:
-            self.results.append((_stamp(), int(d[0]), int(d[1]), float(d[2]), float(d[3])))
+            self.results.append((_stamp(), result.episode, result.step, *result.values))
 
     def _on_observation(self, _msg) -> None:
         self.observations += 1
