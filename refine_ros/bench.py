@@ -62,23 +62,23 @@ def publish_steps(
     from rclpy.duration import Duration
     from std_msgs.msg import Float64MultiArray, String
 
+    from refine_core.rollout.schema import RolloutSchema
     from refine_core.tasks import get_task
     from refine_ros import qos
-    from refine_ros.messages import pack_json, pack_vector
+    from refine_ros.messages import REWARD_NAMES, pack_json, pack_step, pack_vector, step_type
 
     spec = get_task(TASK).spec
     obs_cols = list(spec.observation_columns)
-    policy_cols = [f"mean_{a}" for a in spec.action_names] + [
-        f"act_{a}" for a in spec.action_names
-    ] + list(LATENTS)
+    schema = RolloutSchema.for_task(spec, LATENTS)
+    policy_cols = [*schema.mean(), *schema.act(), *schema.info_keys]
     rclpy.init()
     node = rclpy.create_node("bench_step_publisher")
     try:
         pubs = {
-            "observation": node.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL),
-            "policy_step": node.create_publisher(Float64MultiArray, "refine/policy_step", qos.CONTROL),
+            "observation": node.create_publisher(step_type(), "refine/observation", qos.CONTROL),
+            "policy_step": node.create_publisher(step_type(), "refine/policy_step", qos.CONTROL),
             "action": node.create_publisher(Float64MultiArray, "refine/action", qos.CONTROL),
-            "reward": node.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL),
+            "reward": node.create_publisher(step_type(), "refine/reward", qos.CONTROL),
         }
         latched = {
             name: node.create_publisher(String, name, qos.LATCHED)
@@ -109,15 +109,15 @@ def publish_steps(
                 continue
             obs[0] = float(t)
             obs[1] = t * 0.001
-            pubs["observation"].publish(pack_vector(episode, t, obs))
-            pubs["policy_step"].publish(pack_vector(episode, t, [0.1 * (i + 1) for i in range(len(policy_cols))]))
+            pubs["observation"].publish(pack_step(episode, t, obs_cols, obs))
+            pubs["policy_step"].publish(pack_step(episode, t, policy_cols, [0.1 * (i + 1) for i in range(len(policy_cols))]))
             pubs["action"].publish(pack_vector(episode, t, [0.5, -0.5, 0.0, 1.0]))
             done = 1.0 if (end and t == steps - 1) else 0.0
-            pubs["reward"].publish(pack_vector(episode, t, [0.01, done, 0.0]))
+            pubs["reward"].publish(pack_step(episode, t, REWARD_NAMES, [0.01, done, 0.0]))
         elapsed = time.monotonic() - start
         if end:
             obs[0], obs[1] = float(steps), steps * 0.001
-            pubs["observation"].publish(pack_vector(episode, steps, obs))  # terminal observation
+            pubs["observation"].publish(pack_step(episode, steps, obs_cols, obs))  # terminal observation
             latched["refine/episode_events"].publish(pack_json(
                 {"event": "end", "episode": episode, "metric": 0.5, "source": "bench"}
             ))

@@ -137,6 +137,7 @@ class Harness:
         from std_srvs.srv import SetBool, Trigger
 
         from refine_ros import qos
+        from refine_ros.messages import step_type
 
         self.robot, self.bridge = robot, bridge
         self.node = node = Node("fault_harness", context=context)
@@ -148,7 +149,7 @@ class Harness:
         kind, topic = driver_topic(robot, bridge)
         node.create_subscription(kind, topic, self._on_command, qos.LOG)
         node.create_subscription(Float64MultiArray, "refine/command_result", self._on_result, qos.LOG)
-        node.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.LOG)
+        node.create_subscription(step_type(), "refine/observation", self._on_observation, qos.LOG)
         node.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
         self.pub_action = node.create_publisher(
             Float64MultiArray, "refine/action" if through_safety else "refine/safe_action", qos.CONTROL)
@@ -167,9 +168,11 @@ class Harness:
             self.commands.append((_stamp(), msg))
 
     def _on_result(self, msg) -> None:
-        d = msg.data
+        from refine_ros.messages import unpack_vector
+
+        result = unpack_vector(msg, width=2)
         with self.lock:
-            self.results.append((_stamp(), int(d[0]), int(d[1]), float(d[2]), float(d[3])))
+            self.results.append((_stamp(), result.episode, result.step, *result.values))
 
     def _on_observation(self, _msg) -> None:
         self.observations += 1

@@ -49,16 +49,19 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
     from std_msgs.msg import Float64MultiArray
     from std_srvs.srv import Trigger
 
+    from refine_core.tasks.registry import get_task
     from refine_ros import qos
-    from refine_ros.messages import pack_vector, unpack_vector
+    from refine_ros.messages import REWARD_NAMES, pack_step, step_type, unpack_vector
+
+    names = get_task("door_open").spec.observation_columns  # the values are the door's (_door_observations)
 
     class Probe(Node):
         def __init__(self) -> None:
             super().__init__("sim_node", context=context)
             for name, default in (("seed", 0), ("episode", -1), ("max_steps", 0), ("publish_expert", False)):
                 self.declare_parameter(name, default)
-            self.obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
-            self.reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL)
+            self.obs_pub = self.create_publisher(step_type(), "refine/observation", qos.CONTROL)
+            self.reward_pub = self.create_publisher(step_type(), "refine/reward", qos.CONTROL)
             self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
             self.create_service(Trigger, "sim/reset", self._on_reset)
             self.sent: dict[int, float] = {}
@@ -77,7 +80,7 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
             return response
 
         def _publish(self) -> None:
-            msg = pack_vector(self.episode, self.step, observations[self.step])
+            msg = pack_step(self.episode, self.step, names, observations[self.step])
             self.sent[self.step] = time.perf_counter()
             self.obs_pub.publish(msg)
 
@@ -96,7 +99,7 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
                 return
             self.latency_ms[vec.step] = (now - sent) * 1000.0
             last = vec.step >= steps - 1
-            self.reward_pub.publish(pack_vector(self.episode, vec.step, [0.0, float(last), 0.0]))
+            self.reward_pub.publish(pack_step(self.episode, vec.step, REWARD_NAMES, [0.0, float(last), 0.0]))
             if last:
                 self.done.set()
 

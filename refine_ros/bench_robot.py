@@ -156,6 +156,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     and one selection episode, the rest evaluation episodes: the seed plan has only two
     diagnostic seeds); returns the loss and watchdog figures."""
     from refine_core.rollout.demo import record_demonstration, teleop_source
+    from refine_core.rollout.schema import EPISODE_KINDS, family_columns
     from refine_core.store.db import RunDatabase
     from refine_core.tasks.registry import get_task
     from refine_ros.bench import ros_env
@@ -202,13 +203,14 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             rows = db.load_steps(run_id, 0)
             table = db.episodes(run_id, 0)
             gaps = db.events(run_id, kind="gap")
-            safe = rows[[c for c in rows.columns if c.startswith("safe_")]]
+            safe = rows[family_columns(rows.columns, "safe")]
             unsent = rows[safe.isna().any(axis=1)][["kind", "episode", "step"]].head(10).values.tolist()
-            parts = [c for c in rows.columns if c.startswith(("act_", "mean_", "gripper_"))]
+            parts = [*family_columns(rows.columns, "act"), *family_columns(rows.columns, "mean"),
+                     *(c for c in rows.columns if c.startswith("gripper_"))]
             halted = int((rows["halted"] == 1.0).sum()) if "halted" in rows else -1
             incomplete = rows[rows[parts].isna().any(axis=1)][["kind", "episode", "step"]].head(10).values.tolist()
             summaries = list(table["summary"])
-        logged = {kind: int((rows["kind"] == kind).sum()) for kind in ("diagnostic", "selection", "eval")}
+        logged = {kind: int((rows["kind"] == kind).sum()) for kind in EPISODE_KINDS}
         return {
             "ros_arm_real_episodes": int(len(table)),
             "ros_arm_real_steps_per_episode": steps,

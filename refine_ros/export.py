@@ -1,9 +1,9 @@
 """`refine export`: a round's logged rollouts as ROS 2 messages in an MCAP file.
 
 Why it is built this way:
-- The file holds the topics the live graph publishes, with the same types and counted-vector
-  layout (`refine/observation`, `refine/action`, `refine/policy_step`, `refine/reward`,
-  `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
+- The file holds the topics the live graph publishes, with the same types and layout
+  (refine_ros.messages: `refine/observation`, `refine/policy_step`, `refine/reward` as named
+  Step messages, `refine/action` as a counted vector, `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
   RViz as if the robot were running. Whatever the task can draw from a logged observation
   alone (`refine_core.tasks.view.TaskView.scene_from_observation`: the door's gripper, handle
   and target poses, the pendulum's joint and shapes) goes out on the same typed topics as live (named by
@@ -19,7 +19,6 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -30,12 +29,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from refine_core.rollout.schema import OUTCOME_COLUMNS, RolloutSchema, is_info_key
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.store.records import best_committed_round
 from refine_core.tasks.base import Task
 from refine_core.tasks.registry import get_task
 from refine_core.tasks.view import TaskView
 from refine_ros import scene_topics
+from refine_ros.messages import counted_fields, json_fields, step_fields
 
 EPISODE_PAUSE_S = 1.0
 START_NS = 1_000_000_000  # replay clocks start at t = 1 s, not at the UNIX epoch
@@ -111,13 +112,6 @@ def message_definition(datatype: str) -> str:
 
 
 # ------------------------------------------------------------------------- messages as dicts
-def counted(episode: int, step: int, values: Iterable[float], label: str = "") -> dict:
-    """A counted vector (refine_ros.messages) as a Float64MultiArray dict."""
-    values = [float(v) for v in values]
-    return {"layout": {"dim": [{"label": label, "size": len(values), "stride": len(values)}], "data_offset": 2},
-            "data": [float(episode), float(step), *values]}
-
-
 def _finite(values: Iterable[float]) -> list[float]:
     return [float(v) if v is not None and np.isfinite(v) else math.nan for v in values]
 
@@ -188,14 +182,15 @@ def export_mcap(db_path: str | Path, mcap_path: str | Path, round_: str | int = 
 def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, episodes: pd.DataFrame) -> None:
     spec, view = task.spec, TaskView(task)
     period_ns = int(spec.control_period_s * 1e9)
-    obs_cols = [c for c in spec.observation_columns if c in steps.columns]
-    act_cols = [f"act_{a}" for a in spec.action_names]
-    step_cols = [c for c in steps.columns
-                 if c.startswith(("mean_", "std_", "act_", "latent_", "weight_"))]
+    schema = RolloutSchema.for_task(spec, [c for c in steps.columns if is_info_key(c)])
+    obs_cols = [c for c in schema.observation_columns if c in steps.columns]
+    act_cols = schema.act()
+    step_cols = [c for c in schema.policy_step() if c in steps.columns]
     string = "std_msgs/msg/String"
     vector = "std_msgs/msg/Float64MultiArray"
-    write("refine/observation_columns", string, {"data": json.dumps(obs_cols)}, START_NS)
-    write("refine/policy_step_columns", string, {"data": json.dumps(step_cols)}, START_NS)
+    named = "refine_ros_interfaces/msg/Step"
+    write("refine/observation_columns", string, json_fields(obs_cols), START_NS)
+    write("refine/policy_step_columns", string, json_fields(step_cols), START_NS)
     summaries = {(r["kind"], int(r["episode"])): r for r in episodes.to_dict("records")}
     clock = START_NS
     for (kind, number), group in steps.groupby(["kind", "episode"], sort=False):
@@ -204,19 +199,22 @@ def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, ep
         seed = None if pd.isna(group["seed"].iloc[0]) else int(group["seed"].iloc[0])
         start = {"event": "start", "episode": int(number), "round": rnd, "kind": kind, "seed": seed,
                  "run_id": int(run["id"])}
-        write("refine/episode_events", string, {"data": json.dumps(start)}, clock)
+        write("refine/episode_events", string, json_fields(start), clock)
         for row in group.to_dict("records"):
             step = int(row["step"])
             ns = clock + step * period_ns
             if obs_cols:
-                write("refine/observation", vector, counted(number, step, _finite(row[c] for c in obs_cols)), ns)
+                write("refine/observation", named,
+                      step_fields(number, step, obs_cols, _finite(row[c] for c in obs_cols), ns), ns)
             if all(c in row for c in act_cols):
-                write("refine/action", vector, counted(number, step, _finite(row[c] for c in act_cols), "action"), ns)
+                write("refine/action", vector,
+                      counted_fields(number, step, _finite(row[c] for c in act_cols), "action"), ns)
             if step_cols:
-                write("refine/policy_step", vector,
-                      counted(number, step, _finite(row[c] for c in step_cols), "policy_step"), ns)
-            if "reward" in row:
-                write("refine/reward", vector, counted(number, step, _finite([row["reward"], row.get("done", 0)])), ns)
+                write("refine/policy_step", named,
+                      step_fields(number, step, step_cols, _finite(row[c] for c in step_cols), ns), ns)
+            if "reward" in row:  # the table keeps reward and done per step (the live stream adds success)
+                outcome = _finite([row["reward"], row.get("done", 0)])
+                write("refine/reward", named, step_fields(number, step, OUTCOME_COLUMNS, outcome, ns), ns)
             scene = view.scene_from_observation({c: _number(row[c]) for c in obs_cols})
             if scene is not None:
                 for topic, (datatype, message) in scene_topics.message_dicts(scene, ns, FRAME).items():
@@ -224,7 +222,7 @@ def _write_round(write, task: Task, run: dict, rnd: int, steps: pd.DataFrame, ep
         clock += (int(group["step"].max()) + 1) * period_ns
         end = {"event": "end", "episode": int(number), "round": rnd, "kind": kind, "seed": seed,
                **{k: meta.get(k) for k in ("return", "metric", "success", "label", "complete") if k in meta}}
-        write("refine/episode_events", string, {"data": json.dumps(_json_safe(end))}, clock)
+        write("refine/episode_events", string, json_fields(_json_safe(end)), clock)
         clock += int(EPISODE_PAUSE_S * 1e9)
 
 

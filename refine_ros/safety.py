@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-COUNTERS = 2  # a counted vector starts with [episode, step] (refine_ros/messages.py)
+from refine_ros.messages import NotCounted, read_counted
 
 
-class InvalidCommand(ValueError):
+class InvalidCommand(NotCounted):
     """A command that cannot be executed (wrong layout or length, NaN/inf); it becomes zero."""
 
 
@@ -189,17 +189,13 @@ class Counters:
 
 
 def parse_command(data_offset: int, data: Sequence[float], axes: int) -> tuple[int, int, np.ndarray]:
-    """Counted vector -> (episode, step, values); never trusts the sender."""
-    if data_offset != COUNTERS:
-        raise InvalidCommand(f"data_offset is {data_offset}, expected {COUNTERS}")
-    if len(data) != COUNTERS + axes:
-        raise InvalidCommand(f"{len(data) - COUNTERS} values, expected {axes}")
-    arr = np.asarray(data, dtype=float)
-    if not np.all(np.isfinite(arr)):
-        raise InvalidCommand("NaN or inf in the command")
-    if np.any(np.abs(arr[:COUNTERS]) > 2**53):
-        raise InvalidCommand("episode/step counters out of range")
-    return int(arr[0]), int(arr[1]), arr[COUNTERS:]
+    """Counted vector (refine_ros.messages) -> (episode, step, values); never trusts the sender:
+    exactly `axes` finite values."""
+    try:
+        vec = read_counted(data_offset, data, width=axes, finite=True)
+    except NotCounted as exc:
+        raise InvalidCommand(str(exc)) from None
+    return vec.episode, vec.step, np.asarray(vec.values, dtype=float)
 
 
 @dataclass
@@ -248,13 +244,20 @@ class SafetyFilter:
         self.last_observation = now
         return True
 
-    def on_policy(self, data_offset: int, data: Sequence[float], now: float) -> Decision | None:
-        """None means: nothing to send (teleop holds the robot)."""
+    def _parse(self, data_offset: int, data: Sequence[float], now: float) -> tuple[int, int, np.ndarray] | Decision:
+        """The command's counters and values, or the stop a malformed command becomes."""
         try:
-            episode, step, values = parse_command(data_offset, data, self.config.axes)
+            return parse_command(data_offset, data, self.config.axes)
         except InvalidCommand:
             self.counters.rejected += 1
             return self._stop("rejected", now)
+
+    def on_policy(self, data_offset: int, data: Sequence[float], now: float) -> Decision | None:
+        """None means: nothing to send (teleop holds the robot)."""
+        command = self._parse(data_offset, data, now)
+        if isinstance(command, Decision):
+            return command
+        episode, step, values = command
         self.last_policy = now
         self.last_episode, self.last_step = episode, step
         if self._teleop_active(now):
@@ -271,11 +274,10 @@ class SafetyFilter:
     def on_teleop(self, data_offset: int, data: Sequence[float], now: float) -> Decision:
         """The operator drives without episode confirmation (they reset the scene this way),
         but never through an e-stop, a stale observation or the limits."""
-        try:
-            episode, step, values = parse_command(data_offset, data, self.config.axes)
-        except InvalidCommand:
-            self.counters.rejected += 1
-            return self._stop("rejected", now)
+        command = self._parse(data_offset, data, now)
+        if isinstance(command, Decision):
+            return command
+        episode, step, values = command
         self.last_teleop = now
         gate = self._gate(now, check_policy=False)
         if gate is not None:

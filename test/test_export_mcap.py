@@ -68,9 +68,14 @@ def test_best_round_exports_every_step_as_typed_messages(logged_run, tmp_path):
     columns = json.loads(messages["refine/observation_columns"][0][1].data)
     assert columns[:3] == ["gripper_x", "gripper_y", "gripper_z"]
     obs_time, obs = messages["refine/observation"][1]
-    assert obs.layout.data_offset == 2 and obs.data[1] == 1.0  # counted vector, step 1
+    assert obs.step == 1 and list(obs.names) == columns  # a named Step, as live
+    assert obs.header.stamp.sec * 10**9 + obs.header.stamp.nanosec == obs_time
     _pose_time, pose = messages["refine/gripper_pose"][1]
-    assert pose.pose.position.x == pytest.approx(obs.data[2]) and pose.header.frame_id == "world"
+    assert pose.pose.position.x == pytest.approx(obs.values[0]) and pose.header.frame_id == "world"
+    _t, action = messages["refine/action"][1]
+    assert action.layout.data_offset == 2 and action.data[1] == 1.0  # the command path's counted vector
+    _t, reward = messages["refine/reward"][1]
+    assert list(reward.names) == ["reward", "done"] and reward.values[1] == 0.0
     step_time = messages["refine/observation"][1][0] - messages["refine/observation"][0][0]
     assert step_time == pytest.approx(12_500_000)  # Meta-World's control period, in ns
     times = [t for t, _m in messages["refine/observation"]]
@@ -139,7 +144,7 @@ def test_a_task_exports_what_its_logged_rows_show(pendulum_run, tmp_path):
         messages["refine/observation"], messages["joint_states"], messages["refine/markers"], strict=True
     ):
         assert list(joints.name) == ["pendulum_joint"]
-        assert joints.position[0] == pytest.approx(obs.data[2]) and joints.velocity[0] == pytest.approx(obs.data[3])
+        assert joints.position[0] == pytest.approx(obs.values[0]) and joints.velocity[0] == pytest.approx(obs.values[1])
         assert {m.ns for m in markers.markers} == {"pivot", "rod", "bob"}
     times = [t for t, _m in messages["joint_states"]]
     assert times[1] - times[0] == pytest.approx(50_000_000)  # Pendulum-v1's 0.05 s step, in ns

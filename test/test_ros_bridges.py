@@ -28,6 +28,7 @@ from refine_ros.bringup import resolve_profile
 from refine_ros.messages import pack_vector, unpack_vector
 from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
 from refine_ros.spin import NodeSpinner
+from refine_ros_interfaces.msg import Step
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -121,7 +122,7 @@ def test_rc_car_bridge_twist_commands_and_semantic_observation(graph):
     fake = graph.add(Node("fake_car", context=graph.ctx))
     cmds, obs, results = Inbox(), Inbox(), Inbox()
     fake.create_subscription(Twist, "/cmd_vel", cmds, qos.COMMAND)
-    fake.create_subscription(Float64MultiArray, "refine/observation", obs, qos.LOG)
+    fake.create_subscription(Step, "refine/observation", obs, qos.LOG)
     fake.create_subscription(Float64MultiArray, "refine/command_result", results, qos.LOG)
     act = fake.create_publisher(Float64MultiArray, "refine/safe_action", qos.COMMAND)
     odom = fake.create_publisher(Odometry, "/odom", qos.SENSOR)
@@ -142,8 +143,9 @@ def test_rc_car_bridge_twist_commands_and_semantic_observation(graph):
         tiles.publish(Float64MultiArray(data=list(grid)))
         time.sleep(0.01)
     assert wait_until(lambda: len(obs) > 3)
-    v = np.array(unpack_vector(obs.last()).values)
-    assert v.shape == (55,)
+    observed = unpack_vector(obs.last())
+    v = np.array(observed.values)
+    assert v.shape == (55,) and observed.names == rc_car_bridge.COLUMNS
     assert v[:48] == pytest.approx(grid)
     assert v[48] == pytest.approx(0.05)
     assert v[49] == pytest.approx(0.25)  # yaw pi/4 over pi

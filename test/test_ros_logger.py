@@ -23,7 +23,7 @@ from refine_ros.bench import (  # noqa: E402
     stop_process,
     wait_for,
 )
-from refine_ros.messages import pack_json, pack_vector  # noqa: E402
+from refine_ros.messages import REWARD_NAMES, pack_json, pack_step, pack_vector  # noqa: E402
 from refine_ros.nodes.rollout_logger import LogWriter  # noqa: E402
 
 DOOR = get_task("door_open").spec
@@ -39,16 +39,17 @@ def _writer(run_dir: Path, **kw) -> LogWriter:
 
 # -- the writer alone (no DDS) ----------------------------------------------------------------------
 def test_rows_join_streams_and_name_columns_like_refine_core(run_dir):
+    """As on the wire: the data streams are Step messages whose names label the columns (no
+    `*_columns` message needed), the action is the command path's counted vector."""
     w = _writer(run_dir)
-    w.put("policy_step_columns", pack_json(["mean_a", "mean_b", "latent_x"]))
     w.put("events", pack_json({"event": "start", "episode": 2, "round": 1, "kind": "eval", "seed": 1000}))
     for t in range(6):
-        w.put("observation", pack_vector(2, t, [t, 10 * t]))
+        w.put("observation", pack_step(2, t, ["o1", "o2"], [t, 10 * t]))
         if t < 5:
-            w.put("policy_step", pack_vector(2, t, [0.1, 0.2, t * 1.5]))
+            w.put("policy_step", pack_step(2, t, ["mean_a", "mean_b", "latent_x"], [0.1, 0.2, t * 1.5]))
             w.put("action", pack_vector(2, t, [0.5, 0.25]))
-            w.put("expert", pack_vector(2, t, [0.4, 0.3]))
-            w.put("reward", pack_vector(2, t, [1.0, float(t == 4), float(t == 4)]))
+            w.put("expert", pack_step(2, t, ["expert_a", "expert_b"], [0.4, 0.3]))
+            w.put("reward", pack_step(2, t, REWARD_NAMES, [1.0, float(t == 4), float(t == 4)]))
     w.put("events", pack_json({"event": "end", "episode": 2, "metric": 0.25, "source": "sim"}))
     assert wait_for(lambda: w.last_finished is not None, 5.0)
     w.stop()

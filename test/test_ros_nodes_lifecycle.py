@@ -17,13 +17,15 @@ from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.programs import starter_program
 from refine_core.store.db import RunDatabase
 from refine_ros import protocol, qos
+from refine_ros.bench import wait_for
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_json, pack_vector
+from refine_ros.messages import pack_json, pack_step
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
 from refine_ros.nodes.learner_node import LearnerNode
 from refine_ros.spin import NodeSpinner
+from refine_ros_interfaces.msg import RunStatus, Step
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
@@ -151,8 +153,10 @@ class FailingLearner(Node):
     def __init__(self, context) -> None:
         super().__init__("learner_node", context=context)
         self.requests: list[dict] = []
+        self.statuses: list[RunStatus] = []
         self.pub = self.create_publisher(String, protocol.FIT_RESULT, qos.REQUEST)
         self.create_subscription(String, protocol.FIT_REQUEST, self._on, qos.REQUEST)
+        self.create_subscription(RunStatus, protocol.RUN_STATUS, self.statuses.append, qos.LATCHED)
 
     def _on(self, msg: String) -> None:
         request = json.loads(msg.data)
@@ -179,6 +183,12 @@ def test_analysis_node_regenerates_after_a_failed_fit_then_gives_up(context, run
             assert len(rounds[0]["fit_report"]["attempts"]) == max_attempts
             assert db.run(run_id)["status"] == "finished"
         assert "no program could be fitted" in node.stop_reason
+        # the typed status a person reads with `ros2 topic echo /refine/run_status`
+        assert wait_for(lambda: learner.statuses and learner.statuses[-1].state == RunStatus.FINISHED, 10.0)
+        assert learner.statuses[0].state == RunStatus.RUNNING and learner.statuses[0].reason == ""
+        final = learner.statuses[-1]
+        assert "no program could be fitted" in final.reason and final.task == "door_open"
+        assert (final.rounds_done, final.last_round, final.run_dir) == (0, -1, str(run_dir))
     finally:
         spin.stop()
         node.destroy_node()
@@ -247,14 +257,15 @@ class FakeArm(Node):
         super().__init__("fake_arm", context=context)
         from refine_core.tasks.registry import get_task
 
-        self.width = len(get_task("door_open").spec.observation_columns)
+        self.columns = get_task("door_open").spec.observation_columns
+        self.width = len(self.columns)
         self.episode, self.step = 0, 0
         self.actions: list[tuple[int, int]] = []  # (episode, step) of refine/action
         self.safe_policy = 0
         self.lock = threading.Lock()
         self.starts: list[dict] = []
         self.round_done = threading.Event()
-        self.pub_obs = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+        self.pub_obs = self.create_publisher(Step, "refine/observation", qos.CONTROL)
         self.pub_request = self.create_publisher(String, protocol.ROLLOUT_REQUEST, qos.REQUEST)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
@@ -292,7 +303,7 @@ class FakeArm(Node):
         with self.lock:
             episode, step = self.episode, self.step
             self.step += 1
-        self.pub_obs.publish(pack_vector(episode, step, obs))
+        self.pub_obs.publish(pack_step(episode, step, self.columns, obs))
 
     def count(self) -> int:
         with self.lock:

@@ -44,13 +44,12 @@ class Rig:
         self.tf = TfBuffer()
         self.observations: list[np.ndarray] = []
         self.status: list[int] = []
-        from std_msgs.msg import Float64MultiArray
-
         from refine_ros import qos
+        from refine_ros_interfaces.msg import Step
 
         node = self.harness.node
-        node.create_subscription(Float64MultiArray, "refine/observation",
-                                 lambda m: self.observations.append(np.array(m.data[2:])), qos.LOG)
+        node.create_subscription(Step, "refine/observation",
+                                 lambda m: self.observations.append(np.array(m.values)), qos.LOG)
         if robot == "arm":
             from tf2_msgs.msg import TFMessage
 

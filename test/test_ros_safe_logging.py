@@ -22,9 +22,10 @@ from refine_core.tasks import get_task  # noqa: E402
 from refine_ros import qos  # noqa: E402
 from refine_ros.bench import wait_for  # noqa: E402
 from refine_ros.bringup import resolve_profile  # noqa: E402
-from refine_ros.messages import pack_json, pack_vector  # noqa: E402
+from refine_ros.messages import pack_json, pack_step, pack_vector  # noqa: E402
 from refine_ros.nodes.rollout_logger import LogWriter  # noqa: E402
 from refine_ros.spin import NodeSpinner  # noqa: E402
+from refine_ros_interfaces.msg import Step  # noqa: E402
 
 DOOR = get_task("door_open").spec
 LOWER, UPPER = np.array([-1.0, -1.0, -1.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0])
@@ -115,7 +116,7 @@ class FakePolicyAndBridge(Node):
 
     def __init__(self, context) -> None:
         super().__init__("fake_policy_and_bridge", context=context)
-        self.pub_obs = self.create_publisher(Float64MultiArray, "refine/observation", qos.STATE)
+        self.pub_obs = self.create_publisher(Step, "refine/observation", qos.STATE)
         self.pub_columns = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self.pub_action = self.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND)
         self.pub_events = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
@@ -161,18 +162,18 @@ def test_the_logger_records_what_the_safety_node_sent(run_dir, dry_run):
                         and fake.pub_events.get_subscription_count() >= 1, 20.0), "no DDS discovery"
         fake.pub_columns.publish(pack_json(list(DOOR.observation_columns)))
         for _ in range(5):  # the bridge's heartbeat before the episode (counter 0: not logged)
-            fake.pub_obs.publish(pack_vector(0, 0, fake.observation(0)))
+            fake.pub_obs.publish(pack_step(0, 0, DOOR.observation_columns, fake.observation(0)))
             time.sleep(0.02)
         assert wait_for(lambda: safety.filter.last_observation is not None, 10.0)
         start = {"event": "start", "episode": 5, "round": 0, "kind": "diagnostic", "seed": 0, "index": 0}
         fake.pub_events.publish(pack_json(start))
         time.sleep(0.5)  # the logger learns of the episode before its first step
         for t in range(steps):
-            fake.pub_obs.publish(pack_vector(5, t, fake.observation(t)))
+            fake.pub_obs.publish(pack_step(5, t, DOOR.observation_columns, fake.observation(t)))
             time.sleep(0.005)
             fake.pub_action.publish(pack_vector(5, t, policy_action(t)))
             time.sleep(0.02)
-        fake.pub_obs.publish(pack_vector(5, steps, fake.observation(steps)))
+        fake.pub_obs.publish(pack_step(5, steps, DOOR.observation_columns, fake.observation(steps)))
         fake.pub_events.publish(pack_json({**start, "event": "end", "steps": steps}))
         assert wait_for(lambda: logger.writer.last_finished is not None, 20.0), "the episode never closed"
         ok, message = logger.writer.flush(20.0)

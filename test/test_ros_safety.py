@@ -30,9 +30,10 @@ from tqdm import tqdm
 
 from refine_ros import qos
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_vector
+from refine_ros.messages import pack_step, pack_vector
 from refine_ros.nodes.safety_node import PARAMETERS, SafetyNode
 from refine_ros.spin import NodeSpinner
+from refine_ros_interfaces.msg import Step
 
 
 def _limits(profile: str) -> dict:
@@ -97,7 +98,9 @@ class Fake:
         return time.monotonic()
 
     def observe(self, values=None) -> float:
-        return self.send(self.observation, self.obs if values is None else values)
+        values = self.obs if values is None else values
+        self.observation.publish(pack_step(0, 0, [f"column_{i}" for i in range(len(values))], values))
+        return time.monotonic()
 
     def call(self, client) -> Trigger.Response:
         assert client.wait_for_service(timeout_sec=5.0)
@@ -136,7 +139,7 @@ def make_fake(ctx: Context) -> Fake:
         action=fake_node.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND),
         teleop=fake_node.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND),
         estop=fake_node.create_publisher(Bool, "refine/estop", qos.COMMAND),
-        observation=fake_node.create_publisher(Float64MultiArray, "refine/observation", qos.STATE),
+        observation=fake_node.create_publisher(Step, "refine/observation", qos.STATE),
         rearm=fake_node.create_client(Trigger, "safety/rearm"),
         confirm=fake_node.create_client(Trigger, "safety/confirm_episode"),
     )

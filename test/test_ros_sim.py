@@ -28,6 +28,7 @@ from refine_ros import qos  # noqa: E402
 from refine_ros.messages import pack_vector, unpack_vector  # noqa: E402
 from refine_ros.nodes.sim_node import SimNode  # noqa: E402
 from refine_ros.spin import NodeSpinner  # noqa: E402
+from refine_ros_interfaces.msg import Step  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -70,10 +71,10 @@ class Harness:
         self.task = task
         c = self.client
         self.action_pub = c.create_publisher(Float64MultiArray, "refine/action", qos.COMMAND)
-        c.create_subscription(Float64MultiArray, "refine/observation", self._on_obs, qos.STATE)
-        c.create_subscription(Float64MultiArray, "refine/reward",
+        c.create_subscription(Step, "refine/observation", self._on_obs, qos.STATE)
+        c.create_subscription(Step, "refine/reward",
                               lambda m: self.got["reward"].append(unpack_vector(m)), qos.LOG)
-        c.create_subscription(Float64MultiArray, "refine/expert_action",
+        c.create_subscription(Step, "refine/expert_action",
                               lambda m: self.got["expert"].append(unpack_vector(m)), qos.STATE)
         c.create_subscription(MarkerArray, "refine/markers", self.got["markers"].append, qos.SENSOR)
         c.create_subscription(Image, "refine/camera", self.got["camera"].append, qos.SENSOR)
@@ -217,6 +218,10 @@ def test_door_lockstep_episode(ros):
         first, last = h.got["obs"][0].values, h.got["obs"][-1].values
         assert last[0] > first[0] + 0.01 and last[1] > first[1] + 0.01 and last[2] < first[2]
         assert len(h.got["expert"]) == 25 and all(len(e.values) == 4 for e in h.got["expert"])
+        # every step stream names its values (what `ros2 topic echo` shows)
+        assert h.got["obs"][0].names == get_task("door_open").spec.observation_columns
+        assert h.got["reward"][0].names == ("reward", "done", "success")
+        assert h.got["expert"][0].names == ("expert_dx", "expert_dy", "expert_dz", "expert_gripper")
 
         end = [e for e in h.got["events"] if e["event"] == "end"][-1]
         assert end["episode"] == 4 and end["steps"] == 25.0 and end["metric"] > 0

@@ -25,8 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refine_core.rollout.schema import EXECUTION_COLUMNS
-from refine_ros.messages import COUNTERS
+from refine_core.rollout.schema import EXECUTION_COLUMNS, action_column, next_column
 from refine_ros.safety import stop_label
 
 Key = tuple[int, int]
@@ -35,14 +34,6 @@ Key = tuple[int, int]
 
 class BadMessage(ValueError):
     """A message that cannot be part of a row; the text says why (it is counted, not fatal)."""
-
-
-def counted(stream: str, msg: Any) -> tuple[int, int, Sequence[float]]:
-    """(episode, step, values) of a counted vector, or BadMessage."""
-    data = msg.data
-    if msg.layout.data_offset != COUNTERS or len(data) < COUNTERS:
-        raise BadMessage(f"{stream}: not a counted vector")
-    return int(data[0]), int(data[1]), data[COUNTERS:]
 
 
 class RowJoiner:
@@ -65,9 +56,14 @@ class RowJoiner:
         self.columns[stream] = tuple(names)
 
     # -- parts ------------------------------------------------------------------------------------
-    def add(self, key: Key, stream: str, values: Sequence[float], received: float) -> dict[str, Any]:
+    def add(self, key: Key, stream: str, values: Sequence[float], received: float,
+            names: Sequence[str] = ()) -> dict[str, Any]:
         """Merge one stream's values into the row of `key` (created on its first part) and
-        return the row; a part that does not fit its columns raises BadMessage."""
+        return the row; a part that does not fit its columns raises BadMessage. `names`: the
+        column names a Step message carried, which then name the observation or policy-step
+        columns (a counted vector has none: its names came on the `*_columns` topic)."""
+        if names and stream in ("observation", "policy_step") and tuple(names) != self.columns.get(stream):
+            self.columns[stream] = tuple(names)
         row = self.pending.get(key)
         if row is None:
             row = self.pending[key] = {}
@@ -79,7 +75,7 @@ class RowJoiner:
             row.update(zip(names, values, strict=True))
             previous = self.pending.get((key[0], key[1] - 1))
             if previous is not None:
-                previous.update(zip((f"next_{n}" for n in names), values, strict=True))
+                previous.update(zip((next_column(n) for n in names), values, strict=True))
                 previous["_next"] = True
         elif stream == "policy_step":
             names = self.columns.get("policy_step", ())
@@ -87,10 +83,10 @@ class RowJoiner:
                 raise BadMessage(f"policy_step has {len(values)} values for {len(names)} columns")
             row.update(zip(names, values, strict=True))
         elif stream in ("action", "expert"):
-            prefix = "act_" if stream == "action" else "expert_"
+            family = "act" if stream == "action" else "expert"
             if len(values) != len(self.action_names):
                 raise BadMessage(f"{stream} has {len(values)} values for actions {self.action_names}")
-            row.update(zip((prefix + n for n in self.action_names), values, strict=True))
+            row.update(zip((action_column(family, n) for n in self.action_names), values, strict=True))
         elif stream == "reward":
             if len(values) < 2:
                 raise BadMessage("reward must hold [reward, done, success]")
@@ -153,7 +149,7 @@ class RowJoiner:
     def safe_columns(self, key: Key) -> dict[str, float]:
         _t, values, halted = self.safe.pop(key, (0.0, (math.nan,) * len(self.action_names), math.nan))
         _t, result = self.results.pop(key, (0.0, (halted, math.nan)))
-        out = {f"safe_{n}": v for n, v in zip(self.action_names, values, strict=True)}
+        out = {action_column("safe", n): v for n, v in zip(self.action_names, values, strict=True)}
         out.update(zip(EXECUTION_COLUMNS, result, strict=True))
         return out
 

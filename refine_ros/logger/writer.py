@@ -32,10 +32,19 @@ from typing import Any
 
 from refine_core.store.db import RunDatabase
 from refine_ros.logger.episodes import Episode, EpisodeBook, Gap
-from refine_ros.logger.rows import BadMessage, RowJoiner, counted
+from refine_ros.logger.rows import BadMessage, RowJoiner
+from refine_ros.messages import CountedVector, NotCounted, unpack_vector, vector_label
 
 ITEM_BATCH = 2000
 """Queue items handled before the writer checks its clocks again."""
+
+
+def _counted(stream: str, msg: Any) -> CountedVector:
+    """A step stream's message decoded, or BadMessage naming the stream."""
+    try:
+        return unpack_vector(msg)
+    except NotCounted as exc:
+        raise BadMessage(f"{stream}: {exc}") from None
 
 
 class LogWriter:
@@ -203,12 +212,12 @@ class LogWriter:
             elif stream.endswith("_columns"):
                 self.rows.set_columns(stream[: -len("_columns")], self._json(msg, stream))
             elif stream == "safe":
-                number, step, values = counted("safe action", msg)
-                label = msg.layout.dim[0].label if msg.layout.dim else ""
-                self.rows.add_safe((number, step), values, received, number in self.book.closed, label)
+                vec = _counted("safe action", msg)
+                self.rows.add_safe((vec.episode, vec.step), vec.values, received, vec.episode in self.book.closed,
+                                   vector_label(msg))
             elif stream == "result":
-                number, step, values = counted("command result", msg)
-                self.rows.add_result((number, step), values, received, number in self.book.closed)
+                vec = _counted("command result", msg)
+                self.rows.add_result((vec.episode, vec.step), vec.values, received, vec.episode in self.book.closed)
             else:
                 self._on_vector(stream, received, msg)
         except BadMessage as exc:
@@ -236,7 +245,8 @@ class LogWriter:
             self.rows.forget(number)
 
     def _on_vector(self, stream: str, received: float, msg: Any) -> None:
-        number, step, values = counted(stream, msg)
+        vec = _counted(stream, msg)
+        number, step, values = vec.episode, vec.step, vec.values
         key = (number, step)
         if number in self.book.closed or key in self.rows.written:
             self.late_parts += 1
@@ -248,7 +258,7 @@ class LogWriter:
         gap = episode.note_step(stream, step)
         if gap is not None:
             self._gap(gap)
-        self.rows.add(key, stream, values, received)
+        self.rows.add(key, stream, values, received, vec.names)
         if stream == "reward":
             episode.note_reward(step, values, received, self.join_timeout)
 

@@ -26,7 +26,7 @@ from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray, String
 
 from refine_ros import qos
-from refine_ros.messages import pack_vector, unpack_json
+from refine_ros.messages import pack_vector, unpack_json, vector_label
 from refine_ros.safety import InvalidCommand, parse_command, stop_label
 
 SHUTDOWN_ACK_S = 0.5
@@ -109,7 +109,7 @@ class BridgeNode(Node):
             self.get_logger().warning(f"malformed safe_action, stopping: {exc}", throttle_duration_sec=1.0)
             self._stop()
             return
-        label = msg.layout.dim[0].label if msg.layout.dim else ""
+        label = vector_label(msg)
         if self.halt_reason(label) is not None:
             self._stop()
             result = (1.0, 0.0)

@@ -7,7 +7,8 @@ Why it is built this way:
   through the graph leaves the rows a local run leaves, by construction.
 - `refine()` runs on a worker thread: an LLM answer can take minutes and must never stall the
   executor that delivers the learner's answers. The executor only queues; the worker waits.
-- When the method is over the node says so on `refine/run_status` (latched) and its process
+- When the method is over the node says so on `refine/run_status` (a latched, typed
+  `refine_ros_interfaces/RunStatus`, also published at start and after every round) and its process
   ends, so `ros2 launch` can end the whole launch (see the launch files' `keep_alive`).
 
 Topics: docs/ROS_INTERFACES.md; the request/answer shapes: `refine_ros.protocol`.
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rclpy.node import Node
-from std_msgs.msg import String
 
 from refine_core.analyst.factory import ANALYST_NAMES, make_analyst
 from refine_core.analyst.labels import describe_analyst
@@ -33,9 +33,9 @@ from refine_core.tasks.registry import get_task, task_names
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 from refine_ros import protocol, qos
 from refine_ros.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
-from refine_ros.messages import pack_json
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
+from refine_ros_interfaces.msg import RunStatus
 
 _DEFAULT = RefineConfig()  # the method's defaults live in refine_core, once
 SHUTDOWN_WAIT_S = 2.0
@@ -113,7 +113,7 @@ class AnalysisNode(Node):
                                                             self.analyst.backend.model), resume=True)
         self.flush_timeout = float(p["flush_timeout"])
 
-        self.pub_status = self.create_publisher(String, protocol.RUN_STATUS, qos.LATCHED)
+        self.pub_status = self.create_publisher(RunStatus, protocol.RUN_STATUS, qos.LATCHED)
         self.closing = threading.Event()
         self.finished = threading.Event()
         """Set when `refine()` returned (or failed) and the status is published."""
@@ -124,7 +124,7 @@ class AnalysisNode(Node):
         self.link = LearnerLink(self, self.closing)
         self.get_logger().info(f"{describe_analyst(self.analyst)} Task {self.task.spec.name}, description "
                                f"{self.task.spec.description_variant}, run directory {self.run_dir}")
-        self._publish_status("running")
+        self._publish_status(RunStatus.RUNNING)
         self._thread = threading.Thread(target=self._work, name="refine", daemon=True)
         self._thread.start()
 
@@ -151,7 +151,7 @@ class AnalysisNode(Node):
             if db is not None:
                 db.close()
             self.get_logger().info(f"stopped: {self.stop_reason}")
-            self._publish_status("finished")
+            self._publish_status(RunStatus.FINISHED)
             self.finished.set()
 
     def _record_replay(self, db: RunDatabase) -> None:
@@ -167,7 +167,7 @@ class AnalysisNode(Node):
 
     def _on_round(self, record) -> None:
         self.rounds_done += 1
-        self._publish_status("running", last_round=record.round, decision=record.decision)
+        self._publish_status(RunStatus.RUNNING, last_round=record.round, decision=record.decision or "")
 
     def _record_failure(self, db: RunDatabase | None) -> None:
         """An event, not the end of the run: the committed rounds stay, and starting the graph
@@ -179,11 +179,13 @@ class AnalysisNode(Node):
         except Exception:  # noqa: BLE001 - the status must still go out
             self.get_logger().error(f"could not record the interruption:\n{traceback.format_exc()}")
 
-    def _publish_status(self, state: str, **extra: Any) -> None:
+    def _publish_status(self, state: int, last_round: int = -1, decision: str = "") -> None:
+        """A typed refine_ros_interfaces/RunStatus: `ros2 topic echo /refine/run_status` reads it."""
+        status = RunStatus(state=state, task=self.task.spec.name, run_dir=str(self.run_dir),
+                           reason=self.stop_reason if state == RunStatus.FINISHED else "",
+                           rounds_done=self.rounds_done, last_round=int(last_round), decision=decision)
         try:
-            self.pub_status.publish(pack_json({"state": state, "task": self.task.spec.name, "reason": self.stop_reason,
-                                               "run_dir": str(self.run_dir), "rounds_done": self.rounds_done,
-                                               **extra}))
+            self.pub_status.publish(status)
         except Exception:  # noqa: BLE001 - after destroy_node (a shutdown that outlasted the wait) nobody listens
             if not self.closing.is_set():
                 raise

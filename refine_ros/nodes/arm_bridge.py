@@ -30,7 +30,7 @@ from refine_core.tasks.registry import get_task
 from refine_ros import arm_interface as arm
 from refine_ros import qos
 from refine_ros.kinematics import Chain, KinematicsError, joint_velocities
-from refine_ros.messages import pack_json, pack_vector
+from refine_ros.messages import pack_json, pack_step
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
@@ -43,6 +43,7 @@ from refine_ros.params import (
     values,
 )
 from refine_ros.tf_buffer import TfBuffer
+from refine_ros_interfaces.msg import Step
 
 # The simulator's column order is the contract the fitted programs were trained on, so the
 # bridge takes it from the task spec instead of spelling it again.
@@ -171,7 +172,7 @@ class ArmBridge(BridgeNode):
             self._gripper_action = gripper_action
             self._gripper_client = ActionClient(self, gripper_action, p["gripper_action"])
         # observations
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+        self._obs_pub = self.create_publisher(Step, "refine/observation", qos.CONTROL)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._columns_pub.publish(pack_json(list(COLUMNS)))
         self.create_subscription(tf_message, "/tf", lambda m: self._on_tf(m, static=False), qos.TF)
@@ -372,7 +373,7 @@ class ArmBridge(BridgeNode):
             return
         previous = current if self._previous is None else self._previous
         obs = arm.door_observation(current, previous, self._target)
-        self._obs_pub.publish(pack_vector(self.episode, self.step, obs))
+        self._obs_pub.publish(pack_step(self.episode, self.step, COLUMNS, obs, self.get_clock().now().to_msg()))
         self._previous, self.step = current, self.step + 1
 
 

@@ -53,6 +53,7 @@ from refine_ros.params import Param, Required, StartRefused, declare_parameters,
 from refine_ros.recording import Take, build_demonstration, save_take, take_problem
 from refine_ros.safety import stop_label
 from refine_ros.take_bag import TakeBag, message_class, parse_topics
+from refine_ros_interfaces.msg import Step
 
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
@@ -115,14 +116,14 @@ class DemoRecorder(Node):
         self._restart_after_reset = False
 
         self.pub_status = self.create_publisher(String, "demo/status", qos.LATCHED)
-        self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.LOG)
+        self.create_subscription(Step, "refine/observation", self._on_observation, qos.LOG)
         self.create_subscription(String, "refine/observation_columns", self._on_columns, qos.LATCHED)
         self.create_subscription(Float64MultiArray, str(p["action_topic"]), self._on_action, qos.LOG)
         teleop = str(p["teleop_topic"]).strip()
         self.pauses = bool(teleop)
         if teleop:
             self.create_subscription(Float64MultiArray, teleop, self._on_teleop, qos.LOG)
-        self.create_subscription(Float64MultiArray, "refine/reward", self._on_reward, qos.LOG)
+        self.create_subscription(Step, "refine/reward", self._on_reward, qos.LOG)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
@@ -329,7 +330,7 @@ class DemoRecorder(Node):
         if isinstance(columns, list):
             self.columns = tuple(str(c) for c in columns)
 
-    def _on_observation(self, msg: Float64MultiArray) -> None:
+    def _on_observation(self, msg: Step) -> None:
         try:
             vec = unpack_vector(msg)
         except ValueError:
@@ -370,7 +371,7 @@ class DemoRecorder(Node):
             if self.state == "recording" and self.take is not None:
                 self.take.on_action(vec.values, stop=stop_label(msg.layout.dim[0].label if msg.layout.dim else ""))
 
-    def _on_reward(self, msg: Float64MultiArray) -> None:
+    def _on_reward(self, msg: Step) -> None:
         try:
             vec = unpack_vector(msg)
         except ValueError:

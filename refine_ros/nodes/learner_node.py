@@ -53,10 +53,11 @@ from refine_core.tasks.registry import get_task, task_names
 from refine_ros import protocol, qos
 from refine_ros.adapters import observation_from_values
 from refine_ros.control_path import ActiveEpisode, PolicyRunner
-from refine_ros.messages import pack_json, pack_vector, unpack_vector
+from refine_ros.messages import pack_json, pack_step, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.round_driver import RoundDriver
+from refine_ros_interfaces.msg import Step
 
 SHUTDOWN_WAIT_S = 2.0
 """How long destroy_node waits for the request thread (`ros2 launch` escalates after 5 s)."""
@@ -104,13 +105,13 @@ class LearnerNode(Node):
 
         group = ReentrantCallbackGroup()  # service futures complete while a control callback runs
         self.pub_action = self.create_publisher(Float64MultiArray, "refine/action", qos.CONTROL)
-        self.pub_step = self.create_publisher(Float64MultiArray, "refine/policy_step", qos.CONTROL)
+        self.pub_step = self.create_publisher(Step, "refine/policy_step", qos.CONTROL)
         self.pub_columns = self.create_publisher(String, "refine/policy_step_columns", qos.LATCHED)
         self.pub_events = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
         self.pub_fit = self.create_publisher(String, protocol.FIT_RESULT, qos.REQUEST)
         self.pub_rollout = self.create_publisher(String, protocol.ROLLOUT_RESULT, qos.REQUEST)
-        self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.CONTROL)
-        self.create_subscription(Float64MultiArray, "refine/reward", self._on_reward, qos.CONTROL)
+        self.create_subscription(Step, "refine/observation", self._on_observation, qos.CONTROL)
+        self.create_subscription(Step, "refine/reward", self._on_reward, qos.CONTROL)
         self.create_subscription(String, protocol.FIT_REQUEST, lambda m: self._inbox.put(("fit", m)), qos.REQUEST)
         self.create_subscription(String, protocol.ROLLOUT_REQUEST, lambda m: self._inbox.put(("rollout", m)),
                                  qos.REQUEST)
@@ -153,7 +154,7 @@ class LearnerNode(Node):
             raise StartRefused(f"learner_node: {problem} ({self.run_dir}); {how}")
 
     # -- control path ---------------------------------------------------------------------------
-    def _on_observation(self, msg: Float64MultiArray) -> None:
+    def _on_observation(self, msg: Step) -> None:
         active = self.active
         if active is None:
             return
@@ -168,9 +169,10 @@ class LearnerNode(Node):
             return
         act, step_values = answer
         self.pub_action.publish(pack_vector(vec.episode, vec.step, act.tolist(), "action"))
-        self.pub_step.publish(pack_vector(vec.episode, vec.step, step_values, "policy_step"))
+        self.pub_step.publish(pack_step(vec.episode, vec.step, active.runner.columns, step_values,
+                                        self.get_clock().now().to_msg()))
 
-    def _on_reward(self, msg: Float64MultiArray) -> None:
+    def _on_reward(self, msg: Step) -> None:
         active = self.active
         if active is None:
             return

@@ -35,11 +35,12 @@ from std_msgs.msg import Float64MultiArray, String
 from refine_core.tasks.registry import get_task
 from refine_ros import car_interface as car
 from refine_ros import qos
-from refine_ros.messages import pack_json, pack_vector
+from refine_ros.messages import pack_json, pack_step
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.vision import N_TILES, TILE_FEATURES
+from refine_ros_interfaces.msg import Step
 
 # The simulator's column order, from the task spec: the contract fitted programs rely on.
 COLUMNS: tuple[str, ...] = get_task("car_racing").spec.observation_columns
@@ -117,7 +118,7 @@ class RcCarBridge(BridgeNode):
         kind = {"ackermann": drive, "twist": Twist, "array": Float64MultiArray}[self.command_type]
         topic = str(p["command_topic"]) or car.STANDARD_TOPICS[self.command_type]
         self._cmd_pub = self.create_publisher(kind, topic, qos.COMMAND)
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
+        self._obs_pub = self.create_publisher(Step, "refine/observation", qos.CONTROL)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._columns_pub.publish(pack_json(list(COLUMNS)))
 
@@ -221,7 +222,7 @@ class RcCarBridge(BridgeNode):
         obs = np.concatenate([self._tiles[1], car.car_indicators(speed, yaw, yaw_rate, wheels, self.speed_to_sim)])
         if not np.all(np.isfinite(obs)):
             return
-        self._obs_pub.publish(pack_vector(self.episode, self.step, obs))
+        self._obs_pub.publish(pack_step(self.episode, self.step, COLUMNS, obs, self.get_clock().now().to_msg()))
         self.step += 1
 
 

@@ -25,6 +25,7 @@ from refine_ros.logger.writer import LogWriter
 from refine_ros.nodes._bridge import RESULT_TOPIC
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
+from refine_ros_interfaces.msg import Step
 
 __all__ = ["PARAMETERS", "LogWriter", "RolloutLogger", "main"]
 
@@ -35,6 +36,9 @@ TOPICS = {
     "reward": "refine/reward",
     "expert": "refine/expert_action",
 }
+COMMAND_STREAMS = ("action",)
+"""Streams on the command path's counted Float64MultiArray; the others are Step messages that
+carry their column names (refine_ros/messages.py says why)."""
 SAFE_TOPIC = "refine/safe_action"  # with log_safe_action: what the safety node sent the robot
 COLUMN_TOPICS = {
     "observation": "refine/observation_columns",
@@ -99,9 +103,8 @@ class RolloutLogger(Node):
 
         put = self.writer.put
         for stream, topic in TOPICS.items():
-            self.create_subscription(
-                Float64MultiArray, topic, lambda msg, s=stream: put(s, msg), qos.LOG
-            )
+            kind = Float64MultiArray if stream in COMMAND_STREAMS else Step
+            self.create_subscription(kind, topic, lambda msg, s=stream: put(s, msg), qos.LOG)
         for stream, topic in COLUMN_TOPICS.items():
             self.create_subscription(
                 String, topic, lambda msg, s=stream: put(s + "_columns", msg), qos.LATCHED

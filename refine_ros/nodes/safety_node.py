@@ -21,7 +21,7 @@ from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
 from refine_ros import qos
-from refine_ros.messages import pack_vector
+from refine_ros.messages import NotCounted, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
     Param,
@@ -33,6 +33,7 @@ from refine_ros.params import (
     values,
 )
 from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
+from refine_ros_interfaces.msg import Step
 
 # The limits belong to one robot, so they have no default here: each real profile sets them
 # (config/arm_real.yaml, config/rc_car_real.yaml) and the node refuses to start without them.
@@ -108,7 +109,7 @@ class SafetyNode(Node):
         self.create_subscription(Float64MultiArray, "refine/action", self._on_policy, qos.COMMAND)
         self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
-        self.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.STATE)
+        self.create_subscription(Step, "refine/observation", self._on_observation, qos.STATE)
         self._deadman_button = int(self.get_parameter("deadman_button").value)
         if self._deadman_button >= 0:
             self.create_subscription(Joy, str(self.get_parameter("deadman_topic").value), self._on_joy, qos.SENSOR)
@@ -170,10 +171,12 @@ class SafetyNode(Node):
             self.get_logger().error("E-STOP: latched until safety/rearm")
         self._send(self.filter.on_estop(msg.data, self._now()))
 
-    def _on_observation(self, msg: Float64MultiArray) -> None:
-        if msg.layout.data_offset != 2 or len(msg.data) < 2:
+    def _on_observation(self, msg: Step) -> None:
+        try:
+            observation = unpack_vector(msg)
+        except NotCounted:
             return
-        self.filter.on_observation(msg.data[2:], self._now())
+        self.filter.on_observation(observation.values, self._now())
 
     def _on_joy(self, msg: Joy) -> None:
         b = self._deadman_button

@@ -40,13 +40,15 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
+from refine_core.rollout.schema import RolloutSchema
 from refine_core.tasks import get_task, task_names
 from refine_core.tasks.scene import Scene
 from refine_core.tasks.view import TaskView
 from refine_ros import adapters, markers, qos
-from refine_ros.messages import pack_json, pack_vector, unpack_vector
+from refine_ros.messages import REWARD_NAMES, pack_json, pack_step, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters
+from refine_ros_interfaces.msg import Step
 
 STATIC_REPUBLISH_S = 2.0  # static shapes (the car track) are big and fixed: re-sent for late RViz windows
 
@@ -106,9 +108,10 @@ class SimNode(Node):
         self._static_shapes: tuple = ()
         self._last_marker = self._last_camera = self._last_static = -1e9
 
-        self._obs_pub = self.create_publisher(Float64MultiArray, "refine/observation", qos.CONTROL)
-        self._reward_pub = self.create_publisher(Float64MultiArray, "refine/reward", qos.CONTROL)
-        self._expert_pub = self.create_publisher(Float64MultiArray, "refine/expert_action", qos.CONTROL)
+        self._obs_pub = self.create_publisher(Step, "refine/observation", qos.CONTROL)
+        self._reward_pub = self.create_publisher(Step, "refine/reward", qos.CONTROL)
+        self._expert_pub = self.create_publisher(Step, "refine/expert_action", qos.CONTROL)
+        self._expert_names = RolloutSchema.for_task(self.spec).expert_columns()
         self._events_pub = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
         self._typed_pubs: dict[str, Any] = {}
@@ -220,7 +223,8 @@ class SimNode(Node):
         self._infos.append(dict(info))
         done = bool(terminated or truncated or self.step_index >= self._max_steps())
         success = float(info.get("success", 0.0) or 0.0)
-        self._reward_pub.publish(pack_vector(self.episode, acted_on, [float(reward), float(done), success]))
+        self._reward_pub.publish(pack_step(self.episode, acted_on, REWARD_NAMES, [float(reward), float(done), success],
+                                           self.get_clock().now().to_msg()))
         self._publish_observation(done=done)
         if done:
             self.active = False
@@ -238,11 +242,11 @@ class SimNode(Node):
     def _publish_observation(self, done: bool) -> None:
         parts = self.task.split_observation(self._obs)
         values = adapters.observation_values(self.spec, parts)
-        self._obs_pub.publish(pack_vector(self.episode, self.step_index, values))
+        stamp = self.get_clock().now().to_msg()
+        self._obs_pub.publish(pack_step(self.episode, self.step_index, self.spec.observation_columns, values, stamp))
         if not done and self._p("publish_expert"):
             expert = np.asarray(self.expert(self._obs), dtype=float)
-            self._expert_pub.publish(pack_vector(self.episode, self.step_index, expert.tolist()))
-        stamp = self.get_clock().now().to_msg()
+            self._expert_pub.publish(pack_step(self.episode, self.step_index, self._expert_names, expert.tolist(), stamp))
         scene = self.view.scene(self.env)
         typed = adapters.scene_messages(scene, stamp, self.frame_id)
         if typed.keys() - self._typed_pubs.keys():  # a task whose scene grew: publish it too
