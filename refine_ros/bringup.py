@@ -27,13 +27,14 @@ from typing import Any
 
 import yaml
 
-PACKAGE = "refine_ros"
+from refine_ros.nodes.registry import NODES, PACKAGE
+
 KINDS = ("sim", "real")
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]
 ARGUMENT_TYPES: dict[str, Any] = {"bool": False, "int": 0, "float": 0.0, "str": ""}
 """An argument with no default in its profile names its type instead (`type: int`)."""
-PROFILE_KEYS = ("task",)
-"""Top-level profile values a node may take through `from_profile` (stated once per profile)."""
+NODE_KEYS = frozenset({"name", "parameters", "from_arguments", "remappings"})
+"""What a profile says about one node: which registry node, and how this deployment sets it up."""
 NODE_IMPORTS = ("rclpy", "torch", "gymnasium", "sqlite_utils", "yaml", "refine_ros")
 """What the interpreter of the node scripts must be able to import (checked before a launch)."""
 
@@ -278,9 +279,17 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
     for i, node in enumerate(data["nodes"]):
         if not isinstance(node, dict):
             raise ProfileError(f"{path}: nodes[{i}] must be a mapping")
-        for key in ("name", "executable", "module", "class"):
-            if not isinstance(node.get(key), str) or not node[key]:
-                raise ProfileError(f"{path}: nodes[{i}] needs a non-empty string {key!r}")
+        if not isinstance(node.get("name"), str) or not node["name"]:
+            raise ProfileError(f"{path}: nodes[{i}] needs a non-empty string 'name' (a node of the registry: "
+                               f"{', '.join(NODES)})")
+        if node["name"] not in NODES:
+            raise ProfileError(f"{path}: nodes[{i}]: {node['name']!r} is not a node of this package; the nodes "
+                               f"are {', '.join(NODES)} (refine_ros/nodes/registry.py)")
+        unknown = sorted(set(node) - NODE_KEYS)
+        if unknown:
+            raise ProfileError(f"{path}: node {node['name']!r} has unknown key(s) {', '.join(unknown)}; a profile "
+                               f"gives a node only {', '.join(sorted(NODE_KEYS))} (executable, module and class "
+                               "come from the node registry, and the task from the profile's `task`)")
         if node["name"] in seen:
             raise ProfileError(f"{path}: node name {node['name']!r} appears twice")
         seen.add(node["name"])
@@ -295,12 +304,6 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
                 raise ProfileError(
                     f"{path}: node {node['name']!r} parameter {param!r} reads unknown "
                     f"argument {arg!r}"
-                )
-        for param, key in (node.get("from_profile") or {}).items():
-            if key not in PROFILE_KEYS:
-                raise ProfileError(
-                    f"{path}: node {node['name']!r} parameter {param!r} reads {key!r}; a node can "
-                    f"take only {', '.join(PROFILE_KEYS)} from the profile"
                 )
     _check_demonstration_rules(path, data)
 
@@ -373,9 +376,9 @@ def resolve_profile(
 
     nodes = []
     for node in data["nodes"]:
-        parameters = copy.deepcopy(node.get("parameters") or {})
-        for param, key in (node.get("from_profile") or {}).items():
-            parameters[param] = data[key]
+        entry = NODES[node["name"]]
+        parameters = {"task": data["task"]} if entry.takes_task else {}
+        parameters.update(copy.deepcopy(node.get("parameters") or {}))
         for param, arg in (node.get("from_arguments") or {}).items():
             if arguments[arg] is not None:  # unset: the node keeps its own default
                 parameters[param] = arguments[arg]
@@ -384,11 +387,11 @@ def resolve_profile(
         )
         nodes.append(
             NodeSpec(
-                name=node["name"],
-                package=node.get("package", PACKAGE),
-                executable=node["executable"],
-                module=node["module"],
-                class_name=node["class"],
+                name=entry.name,
+                package=PACKAGE,
+                executable=entry.executable,
+                module=entry.module,
+                class_name=entry.class_name,
                 parameters=parameters,
                 remappings=remappings,
             )

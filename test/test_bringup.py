@@ -14,6 +14,7 @@ import yaml
 
 from refine_ros import bringup
 from refine_ros.bringup import ProfileError, coerce, profile_names, resolve_profile
+from refine_ros.nodes.registry import NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("door_sim", "car_sim", "pendulum_sim", "arm_real", "rc_car_real")
@@ -143,8 +144,7 @@ def _profile(**changes):
     data = {
         "profile": "mini", "kind": "sim", "task": "door_open", "description": "a test profile",
         "arguments": {"run_dir": {"default": "runs/x"}},
-        "nodes": [{"name": "rollout_logger", "executable": "rollout_logger",
-                   "module": "refine_ros.nodes.rollout_logger", "class": "RolloutLogger",
+        "nodes": [{"name": "rollout_logger",
                    "parameters": {"batch_size": 10}, "from_arguments": {"run_dir": "run_dir"},
                    "remappings": {"refine/observation": "/robot/observation"}}],
     }
@@ -162,7 +162,8 @@ def test_a_custom_profile_with_remappings_and_no_urdf(fake_share):
     _write(fake_share, "mini", _profile())
     profile = resolve_profile("mini", {"run_dir": "/data/run"})
     node = profile.node("rollout_logger")
-    assert node.parameters == {"batch_size": 10, "run_dir": "/data/run"}
+    assert node.parameters == {"task": "door_open", "batch_size": 10, "run_dir": "/data/run"}, \
+        "the registry says the logger takes the profile's task"
     assert node.remappings == (("refine/observation", "/robot/observation"),)
     assert node.target == "refine_ros.nodes.rollout_logger:RolloutLogger"
     assert profile.urdf is None and profile.robot_description() == ""
@@ -170,13 +171,19 @@ def test_a_custom_profile_with_remappings_and_no_urdf(fake_share):
         profile.node("sim_node")
 
 
-def test_a_missing_node_module_is_reported(fake_share):
-    nodes = _profile()["nodes"] + [{"name": "ghost", "executable": "ghost", "module": "refine_ros.nodes.ghost_node",
-                                    "class": "Ghost"}]
+def test_a_node_outside_the_registry_is_reported(fake_share):
+    nodes = _profile()["nodes"] + [{"name": "ghost"}]
     _write(fake_share, "mini", _profile(nodes=nodes))
-    with pytest.raises(ProfileError, match=r"module\(s\) not found: ghost \(refine_ros.nodes.ghost_node\)"):
+    with pytest.raises(ProfileError, match=r"'ghost' is not a node of this package; the nodes are sim_node, "):
+        resolve_profile("mini", check_modules=False)
+
+
+def test_a_missing_node_module_is_reported(fake_share, monkeypatch):
+    _write(fake_share, "mini", _profile())
+    monkeypatch.setattr(bringup.NodeSpec, "module_available", lambda self: False)
+    with pytest.raises(ProfileError, match=r"module\(s\) not found: rollout_logger \(refine_ros.nodes.rollout_logger\)"):
         resolve_profile("mini")
-    assert [n.name for n in resolve_profile("mini", check_modules=False).nodes] == ["rollout_logger", "ghost"]
+    assert [n.name for n in resolve_profile("mini", check_modules=False).nodes] == ["rollout_logger"]
 
 
 @pytest.mark.parametrize(
@@ -187,7 +194,9 @@ def test_a_missing_node_module_is_reported(fake_share):
         ({"arguments": {"rounds": 3}}, "argument 'rounds' needs a mapping with a 'default'"),
         ({"arguments": {"rounds": {"type": "integer"}}}, "or a 'type'"),
         ({"arguments": {"rounds": {"default": "3", "type": "int"}}}, "default that is not a int"),
-        ({"nodes": [{"name": "a", "executable": "a", "module": "m"}]}, "needs a non-empty string 'class'"),
+        ({"nodes": [{"parameters": {}}]}, "needs a non-empty string 'name'"),
+        ({"nodes": [{"name": "sim_node", "module": "m"}]}, "unknown key.*module.*come from the node registry"),
+        ({"nodes": [{"name": "sim_node", "from_profile": {"task": "task"}}]}, "unknown key.*from_profile"),
         ({"urdf": "nowhere.urdf"}, "URDF 'nowhere.urdf' not found"),
     ],
 )
@@ -207,9 +216,6 @@ def test_duplicate_nodes_bad_argument_refs_and_empty_lists(fake_share):
         resolve_profile("mini", check_modules=False)
     _write(fake_share, "mini", _profile(nodes=[{**node, "parameters": {"hold_axes": []}}]))
     with pytest.raises(ProfileError, match="empty list"):
-        resolve_profile("mini", check_modules=False)
-    _write(fake_share, "mini", _profile(nodes=[{**node, "from_profile": {"task": "kind"}}]))
-    with pytest.raises(ProfileError, match="can take only task"):
         resolve_profile("mini", check_modules=False)
     _write(fake_share, "mini", _profile(arguments={"run_dir": {"default": "x"}, "rviz": {"default": True}}))
     with pytest.raises(ProfileError, match="launch option every profile has"):
@@ -251,7 +257,7 @@ def test_a_profile_sets_only_what_differs_from_the_node_defaults(name):
     data = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
     arguments = data["arguments"]
     for node in data["nodes"]:
-        module = importlib.import_module(node["module"])
+        module = importlib.import_module(NODES[node["name"]].module)
         table = getattr(module, "PARAMETERS", None) or module.DEFAULTS
         defaults = {k: default_of(v) for k, v in table.items()}
         for param, value in (node.get("parameters") or {}).items():
@@ -398,8 +404,7 @@ def test_profile_values_have_the_types_the_nodes_declare(name):
 
 def test_real_profiles_must_name_their_robot_and_never_record_the_expert(fake_share):
     def node(name, **parameters):
-        return {"name": name, "executable": name, "module": f"refine_ros.nodes.{name}", "class": "X",
-                "parameters": parameters}
+        return {"name": name, "parameters": parameters}
 
     _write(fake_share, "mini", _profile(kind="real", nodes=[node("learner_node", task="door_open")]))
     with pytest.raises(ProfileError, match="learner_node needs parameters.robot"):
@@ -419,7 +424,8 @@ def test_include_takes_nodes_from_another_profile_and_refuses_cycles_and_unknown
     _write(fake_share, "base", _profile(profile="base"))
     _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["rollout_logger"]}, nodes=[]))
     node = resolve_profile("mini", {"run_dir": "/r"}, check_modules=False).node("rollout_logger")
-    assert node.parameters == {"batch_size": 10, "run_dir": "/r"}, "parameters and from_arguments come along"
+    assert node.parameters == {"task": "door_open", "batch_size": 10, "run_dir": "/r"}, \
+        "parameters and from_arguments come along"
     _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["sim_node"]}, nodes=[]))
     with pytest.raises(ProfileError, match="has no node.*sim_node"):
         resolve_profile("mini", check_modules=False)
