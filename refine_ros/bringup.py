@@ -211,6 +211,44 @@ def launch_arguments(name: str) -> list[LaunchArgument]:
     return [*_profile_arguments(data).values(), *launch_options(data["kind"])]
 
 
+def all_launch_arguments() -> list[LaunchArgument]:
+    """Every argument of any profile, once, as the profile-generic launch file declares them
+    (`refine.launch.py profile:=NAME`): no default ('' = the chosen profile's own default) and
+    a description that names the profiles having it, so `--show-args` shows everything."""
+    found: dict[str, LaunchArgument] = {}
+    owners: dict[str, list[str]] = {}
+    for name in profile_names():
+        for arg in launch_arguments(name):
+            found.setdefault(arg.name, arg)
+            owners.setdefault(arg.name, []).append(name)
+    every = set(profile_names())
+    return [
+        LaunchArgument(arg.name, None, f"{arg.description} (" + (
+            "every profile" if set(owners[arg.name]) == every else "profiles " + ", ".join(owners[arg.name]))
+            + "; unset: the profile's default)", arg.kind)
+        for arg in found.values()
+    ]
+
+
+def launch_overrides(name: str, given: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The overrides a launch passes to `resolve_profile`, from its launch configurations
+    (`given`: every `ARG:=VALUE` of the command line, declared or not, and the declared
+    defaults). Empty values are not given (the profile's default applies). Returns the
+    overrides and the names given with a value that the profile does not have, which the
+    launch reports and ignores: a launch file may be included by another, whose own
+    configurations reach it too."""
+    declared = {arg.name for arg in launch_arguments(name)}
+    overrides, ignored = {}, []
+    for key, value in given.items():
+        if key == "profile" or value is None or (isinstance(value, str) and value.strip() == ""):
+            continue
+        if key in declared:
+            overrides[key] = value
+        else:
+            ignored.append(key)
+    return overrides, sorted(ignored)
+
+
 def _profile_arguments(data: dict[str, Any]) -> dict[str, LaunchArgument]:
     arguments = {}
     for arg, spec in data["arguments"].items():

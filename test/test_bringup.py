@@ -242,6 +242,26 @@ def test_launch_arguments_carry_defaults_for_ros2_launch():
     assert all(a.description for a in args.values())
 
 
+def test_the_generic_launch_declares_every_argument_once_without_defaults():
+    every = bringup.all_launch_arguments()
+    names = [a.name for a in every]
+    assert len(names) == len(set(names))
+    assert set(names) == {a.name for p in ALL_PROFILES for a in bringup.launch_arguments(p)}
+    assert all(a.default_text == "" for a in every), "unset: the chosen profile's default applies"
+    by_name = {a.name: a for a in every}
+    assert "every profile" in by_name["run_dir"].description
+    assert "profiles arm_real, arm_real_record_demo, rc_car_real" in by_name["dry_run"].description
+
+
+def test_launch_overrides_keep_the_profile_arguments_given_and_name_the_rest():
+    given = {"profile": "door_sim", "rounds": "5", "max_steps": "", "dry_run": "false", "rviz": "false",
+             "something_else": "x"}
+    overrides, ignored = bringup.launch_overrides("door_sim", given)
+    assert overrides == {"rounds": "5", "rviz": "false"}, "empty = not given; profile is not an argument"
+    assert ignored == ["dry_run", "something_else"]
+    assert resolve_profile("door_sim", overrides, check_modules=False).arguments["rounds"] == 5
+
+
 @pytest.mark.parametrize("name", ALL_PROFILES)
 def test_a_profile_sets_only_what_differs_from_the_node_defaults(name):
     """Every default has one home: a node's PARAMETERS table (or the safety node's DEFAULTS).
