@@ -23,6 +23,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import math
 import os
@@ -76,6 +77,9 @@ class UpOptions:
     """Diagnostic episodes per round."""
     max_steps: int | None = None
     """Cap on episode length (smoke runs)."""
+    driver: str | None = None
+    """What drives the robot (`driver:=` of the launch files; refine_ros/bringup/drivers.py);
+    None: the profile's own."""
     live: bool = False
     """Real profiles only: command the hardware; otherwise they run as a dry run."""
     sets: Sequence[str] = field(default_factory=list)
@@ -110,7 +114,7 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
              ("episodes", options.episodes), ("max_steps", options.max_steps), ("transcript", options.transcript),
              ("replay_mode", options.replay_mode), ("task_description", options.task_description),
-             ("start_program", options.start_program))
+             ("start_program", options.start_program), ("driver", options.driver))
     for arg, value in given:
         if value is not None and arg in declared:
             overrides[arg] = str(value) if isinstance(value, Path) else value
@@ -141,8 +145,7 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
                  class_name=s.class_name, parameters=params[s.name], remappings=s.remappings)
         for s in profile.nodes
     )
-    return Profile(name=profile.name, description=profile.description, kind=profile.kind, task=profile.task,
-                   arguments=profile.arguments, nodes=specs, urdf=profile.urdf, rviz_config=profile.rviz_config)
+    return dataclasses.replace(profile, nodes=specs)
 
 
 def _arguments(name: str):

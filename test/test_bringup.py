@@ -154,7 +154,7 @@ def _profile(**changes):
 
 @pytest.fixture
 def fake_share(tmp_path, monkeypatch):
-    monkeypatch.setattr(bringup, "share_dirs", lambda: [tmp_path])
+    monkeypatch.setattr(bringup.profiles, "share_dirs", lambda: [tmp_path])
     return tmp_path
 
 
@@ -585,3 +585,43 @@ def test_a_record_demo_launch_ends_with_the_stored_demonstration(installed):
                                finder=lambda package, exe: finder("refine_ros", "sim_node") if package == "refine_ros"
                                else finder(package, exe))
     assert plan.ends_with == "demo_recorder" and plan.exit_reason("demo_recorder").endswith(plan.FINISHED)
+
+
+# ---- the driver seam (driver:=NAME): which nodes drive a profile's robot ------------------------
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_every_profile_takes_a_driver_choice_that_defaults_to_its_own(name):
+    driver = {a.name: a for a in bringup.launch_arguments(name)}["driver"]
+    assert driver.default is None and driver.default_text == ""
+    own = resolve_profile(name, check_modules=False)
+    assert resolve_profile(name, {"driver": ""}, check_modules=False).nodes == own.nodes
+
+
+def test_an_unknown_driver_names_the_drivers():
+    with pytest.raises(ProfileError, match=r"unknown driver 'moon'; drivers: ''"):
+        resolve_profile("arm_real", {"driver": "moon"}, check_modules=False)
+
+
+def test_a_driver_adds_nodes_and_changes_the_profile_nodes_it_names(monkeypatch):
+    """What a driver (TWIN's `twin`) plugs in: new registry nodes, and changes to the profile's
+    own (a bridge pointed at other topics), checked like any profile node."""
+    from refine_ros.bringup import drivers
+
+    def fake(profile, driver):
+        if driver != "bench":
+            return []
+        return [{"name": "sim_node", "parameters": {"real_time": True}},
+                {"name": "arm_bridge", "parameters": {"max_speed": 0.2}, "remappings": {"/joint_states": "/sim/js"}}]
+
+    monkeypatch.setitem(drivers.DRIVERS, "bench", "a test driver")
+    monkeypatch.setattr(drivers, "driver_nodes", fake)
+    profile = resolve_profile("arm_real", {"driver": "bench"}, check_modules=False)
+    assert [n.name for n in profile.nodes][-1] == "sim_node"
+    assert profile.node("sim_node").parameters == {"task": "door_open", "real_time": True}
+    bridge = profile.node("arm_bridge")
+    assert bridge.parameters["max_speed"] == 0.2 and bridge.parameters["gripper_closed_position"] == 0.8
+    assert ("/joint_states", "/sim/js") in bridge.remappings
+    assert "sim_node" not in [n.name for n in resolve_profile("arm_real", check_modules=False).nodes], \
+        "the profile itself is unchanged"
+    monkeypatch.setattr(drivers, "driver_nodes", lambda profile, driver: [{"name": "ghost_driver"}])
+    with pytest.raises(ProfileError, match=r"\(driver:=bench\).*'ghost_driver' is not a node of this package"):
+        resolve_profile("arm_real", {"driver": "bench"}, check_modules=False)

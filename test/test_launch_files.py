@@ -113,6 +113,8 @@ def test_arguments_the_profile_lacks_are_reported_and_ignored(tmp_path, monkeypa
         _expected_executables("car_sim", {"rviz": "false"})
     overrides, ignored = bringup.launch_overrides("car_sim", {"profile": "car_sim", "dry_run": "false", "rviz": ""})
     assert overrides == {} and ignored == ["dry_run"]
+    with pytest.raises(bringup.ProfileError, match="unknown driver 'nope'"):  # passed through to bringup
+        _evaluate(generic, {"profile": "car_sim", "driver": "nope"})
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -25,6 +25,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=None, help="episodes per round")
     p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
     p.add_argument("--no-rviz", action="store_true", help="accepted for symmetry; RViz never starts in-process")
+    p.add_argument("--driver", default=None, metavar="NAME",
+                   help="what drives the robot, as driver:=NAME of the launch files (default: the profile's own)")
     p.add_argument("--live", action="store_true",
                    help="real profiles only: command the hardware (default is a dry run)")
     p.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
@@ -45,7 +47,7 @@ def run(args) -> int:
     options = UpOptions(run_dir=args.run, analyst=args.analyst, transcript=args.transcript, rounds=args.rounds,
                         episodes=args.episodes, max_steps=args.max_steps, live=args.live, sets=args.set,
                         timeout_s=args.timeout, processes=args.processes, replay_mode=args.replay_mode,
-                        task_description=args.description, start_program=args.start)
+                        task_description=args.description, start_program=args.start, driver=args.driver)
     try:
         return run_profile(args.profile, options)
     except ProfileError as exc:
