@@ -71,10 +71,10 @@ class UpOptions:
     """published | detailed: what the analyst is told (None: the node's default)."""
     start_program: Path | None = None
     """A program the run begins from instead of a zero-shot one."""
-    rounds: int | None = None
-    """Most refinement rounds."""
-    episodes: int | None = None
-    """Diagnostic episodes per round."""
+    max_rounds: int | None = None
+    """Most refinement rounds (RefineConfig.max_rounds)."""
+    diagnostic_episodes: int | None = None
+    """Diagnostic episodes per round (RefineConfig.diagnostic_episodes)."""
     max_steps: int | None = None
     """Cap on episode length (smoke runs)."""
     driver: str | None = None
@@ -111,8 +111,8 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     """Resolve the profile with the options applied (no ROS needed: tested on its own)."""
     overrides: dict[str, Any] = {}
     declared = {a.name for a in _arguments(name)}
-    given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
-             ("episodes", options.episodes), ("max_steps", options.max_steps), ("transcript", options.transcript),
+    given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("max_rounds", options.max_rounds),
+             ("diagnostic_episodes", options.diagnostic_episodes), ("max_steps", options.max_steps), ("transcript", options.transcript),
              ("replay_mode", options.replay_mode), ("task_description", options.task_description),
              ("start_program", options.start_program), ("driver", options.driver))
     for arg, value in given:
@@ -259,7 +259,7 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
         spinner.start()
         analysis = next((n for n in nodes if n.get_name() == "analysis_node"), None)
         recorder = next((n for n in nodes if n.get_name() == "demo_recorder"), None)
-        rounds = int(_param(resolved, "analysis_node", "rounds", 0) or 0)
+        rounds = int(_param(resolved, "analysis_node", "max_rounds", 0) or 0)
         deadline = None if options.timeout_s is None else time.monotonic() + float(options.timeout_s)
         bar = tqdm(total=rounds or None, desc=f"refine up {profile}", unit="round", disable=analysis is None)
         try:

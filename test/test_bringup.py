@@ -62,14 +62,14 @@ def test_every_profile_resolves_with_defaults(name):
 
 @pytest.mark.parametrize("name", PROFILES)
 def test_overrides_reach_the_node_parameters(name):
-    overrides = {"analyst": "replay", "run_dir": "/tmp/somewhere", "rounds": "7", "rviz": "false"}
+    overrides = {"analyst": "replay", "run_dir": "/tmp/somewhere", "max_rounds": "7", "rviz": "false"}
     if name.endswith("_real"):
         overrides["dry_run"] = "false"
     profile = resolve_profile(name, overrides, check_modules=False)
-    assert profile.arguments["rounds"] == 7 and profile.rviz is False
+    assert profile.arguments["max_rounds"] == 7 and profile.rviz is False
     assert profile.node("analysis_node").parameters["analyst"] == "replay"
-    assert profile.node("analysis_node").parameters["rounds"] == 7
-    assert "rounds" not in profile.node("learner_node").parameters
+    assert profile.node("analysis_node").parameters["max_rounds"] == 7
+    assert "max_rounds" not in profile.node("learner_node").parameters
     assert profile.node("rollout_logger").parameters["run_dir"] == "/tmp/somewhere"
     if name.endswith("_real"):
         assert profile.node("safety_node").parameters["dry_run"] is False
@@ -91,8 +91,8 @@ def test_unset_arguments_leave_the_node_defaults_and_empty_means_unset(name):
 
 
 def test_python_values_work_as_overrides_too():
-    profile = resolve_profile("door_sim", {"rounds": 2, "rviz": False, "episodes": 1.0}, check_modules=False)
-    assert profile.arguments["rounds"] == 2 and profile.arguments["episodes"] == 1
+    profile = resolve_profile("door_sim", {"max_rounds": 2, "rviz": False, "diagnostic_episodes": 1.0}, check_modules=False)
+    assert profile.arguments["max_rounds"] == 2 and profile.arguments["diagnostic_episodes"] == 1
 
 
 def test_node_modules_of_this_area_exist():
@@ -174,7 +174,7 @@ def test_a_custom_profile_with_remappings_and_no_urdf(fake_share):
 def test_a_node_outside_the_registry_is_reported(fake_share):
     nodes = _profile()["nodes"] + [{"name": "ghost"}]
     _write(fake_share, "mini", _profile(nodes=nodes))
-    with pytest.raises(ProfileError, match=r"'ghost' is not a node of this package; the nodes are sim_node, "):
+    with pytest.raises(ProfileError, match=r"'ghost' is not a node of this package; the nodes are analysis_node, arm_bridge, "):
         resolve_profile("mini", check_modules=False)
 
 
@@ -235,9 +235,9 @@ def test_invalid_yaml_is_a_clear_error(fake_share):
 
 def test_launch_arguments_carry_defaults_for_ros2_launch():
     args = {a.name: a for a in bringup.launch_arguments("arm_real")}
-    assert {"analyst", "run_dir", "rounds", "rviz", "robot_state_publisher", "keep_alive", "dry_run", "episodes",
+    assert {"analyst", "run_dir", "max_rounds", "rviz", "robot_state_publisher", "keep_alive", "dry_run", "diagnostic_episodes",
             "max_steps", "transcript"} <= set(args)
-    assert args["dry_run"].default_text == "true" and args["rounds"].default_text == "3"
+    assert args["dry_run"].default_text == "true" and args["max_rounds"].default_text == "3"
     assert args["rviz"].default_text == "true" and args["keep_alive"].default_text == "false"
     assert all(a.description for a in args.values())
 
@@ -254,12 +254,24 @@ def test_the_generic_launch_declares_every_argument_once_without_defaults():
 
 
 def test_launch_overrides_keep_the_profile_arguments_given_and_name_the_rest():
-    given = {"profile": "door_sim", "rounds": "5", "max_steps": "", "dry_run": "false", "rviz": "false",
+    given = {"profile": "door_sim", "max_rounds": "5", "max_steps": "", "dry_run": "false", "rviz": "false",
              "something_else": "x"}
     overrides, ignored = bringup.launch_overrides("door_sim", given)
-    assert overrides == {"rounds": "5", "rviz": "false"}, "empty = not given; profile is not an argument"
+    assert overrides == {"max_rounds": "5", "rviz": "false"}, "empty = not given; profile is not an argument"
     assert ignored == ["dry_run", "something_else"]
-    assert resolve_profile("door_sim", overrides, check_modules=False).arguments["rounds"] == 5
+    assert resolve_profile("door_sim", overrides, check_modules=False).arguments["max_rounds"] == 5
+
+
+def test_the_old_argument_names_still_work_with_a_warning():
+    """rounds / episodes are now max_rounds / diagnostic_episodes (RefineConfig's fields, the
+    `refine run` flags and the analysis node's parameters); launch lines written before work."""
+    with pytest.warns(FutureWarning, match="'(rounds|episodes)' is deprecated: use '(max_rounds|diagnostic_episodes)'"):
+        profile = resolve_profile("door_sim", {"rounds": "5", "episodes": "2"}, check_modules=False)
+    assert profile.node("analysis_node").parameters["max_rounds"] == 5
+    assert profile.node("analysis_node").parameters["diagnostic_episodes"] == 2
+    with pytest.warns(FutureWarning):  # a launch file declares the new name with its default: the old one wins
+        overrides, ignored = bringup.launch_overrides("door_sim", {"max_rounds": "3", "rounds": "8"})
+    assert overrides == {"max_rounds": "8"} and ignored == []
 
 
 @pytest.mark.parametrize("name", ALL_PROFILES)

@@ -123,13 +123,13 @@ def test_launch_file_builds_the_profile_node_set(profile, tmp_path, monkeypatch)
     description = _load(profile).generate_launch_description()
     assert isinstance(description, launch.LaunchDescription)
     declared = {e.name for e in description.entities if isinstance(e, DeclareLaunchArgument)}
-    required = {"analyst", "run_dir", "rounds", "episodes", "max_steps", "rviz", "robot_state_publisher",
+    required = {"analyst", "run_dir", "max_rounds", "diagnostic_episodes", "max_steps", "rviz", "robot_state_publisher",
                 "keep_alive"}
     if profile.endswith("_real"):
         required.add("dry_run")
     assert required <= declared
 
-    overrides = {"rounds": "5", "rviz": "false"}
+    overrides = {"max_rounds": "5", "rviz": "false"}
     context, actions = _evaluate(description, overrides)
     nodes = [a for a in actions if isinstance(a, Node)]
     handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]

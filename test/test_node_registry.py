@@ -1,6 +1,7 @@
-"""refine_ros/nodes/registry.py is the one list of nodes: the installed console scripts, the
-node modules, every profile's nodes and what bringup resolves them to all agree with it, so
-adding a node (or a robot) never means writing its executable, module or class twice."""
+"""refine_ros/nodes/registry.py is the one list of nodes, read from the node modules: the
+installed console scripts, every profile's nodes and what bringup resolves them to all agree
+with it, so adding a node (a robot's bridge) is adding its module, and its executable, module
+and class are never written twice."""
 
 from __future__ import annotations
 
@@ -38,6 +39,25 @@ def test_setup_py_reads_the_registry_without_installing_anything():
     assert "NODES" not in (ROOT / "setup.py").read_text().replace("NODE_SCRIPTS", ""), "no second list in setup.py"
 
 
+def test_a_new_node_module_is_a_node_and_a_module_without_main_is_refused(tmp_path):
+    from refine_ros.nodes.registry import read_nodes
+
+    (tmp_path / "_helpers.py").write_text("X = 1\n")
+    (tmp_path / "boat_bridge.py").write_text(
+        'PARAMETERS = {"max_speed": Param(1.0, "m/s")}\n\nclass BoatBridge:\n    pass\n\n\n'
+        "def main(args=None):\n    run_node(BoatBridge, args)\n")
+    (tmp_path / "boat_sim.py").write_text(
+        'PARAMETERS: dict = {"task": Param("door_open", "task")}\n\n\ndef main(args=None):\n'
+        "    run_node(BoatSim, args, until=lambda node: True)\n")
+    assert read_nodes(tmp_path) == {"boat_bridge": NodeEntry("boat_bridge", "BoatBridge", False),
+                                    "boat_sim": NodeEntry("boat_sim", "BoatSim", True)}
+    assert NodeEntry("boat_bridge", "BoatBridge").console_script == \
+        "boat_bridge = refine_ros.nodes.boat_bridge:main"
+    (tmp_path / "notes.py").write_text("def main():\n    print('hi')\n")
+    with pytest.raises(ValueError, match=r"notes.py: .* needs main\(\) calling run_node"):
+        read_nodes(tmp_path)
+
+
 def test_every_node_module_is_registered_and_every_entry_exists():
     modules = {p.stem for p in (ROOT / "refine_ros" / "nodes").glob("*.py")
                if not p.stem.startswith("_") and p.stem != "registry"}
@@ -67,3 +87,18 @@ def test_profiles_name_registry_nodes_only_and_bringup_derives_the_rest(name):
         assert (spec.package, spec.executable, spec.module, spec.class_name) == (
             "refine_ros", entry.executable, entry.module, entry.class_name)
         assert (spec.parameters.get("task") == profile.task) == entry.takes_task, (name, spec.name)
+
+
+def test_the_analysis_node_names_the_method_settings_as_refine_config_does():
+    """One name per option: a parameter that sets a RefineConfig field is named as the field
+    (and so as `refine run`'s generated flag); the rest are the node's own (where it runs)."""
+    import dataclasses
+
+    from refine_core.loop import RefineConfig
+    from refine_ros.nodes.analysis_node import PARAMETERS
+
+    fields = {f.name for f in dataclasses.fields(RefineConfig)}
+    own = {"task", "run_dir", "analyst", "transcript", "replay_mode", "task_description", "start_program",
+           "flush_timeout"}
+    assert set(PARAMETERS) - fields == own, "a method setting under a name RefineConfig does not use"
+    assert {alias for p in PARAMETERS.values() for alias in p.aliases} == {"rounds", "episodes", "sandbox_timeout"}

@@ -9,6 +9,8 @@ knows the type its value is read as.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class LaunchArgument:
-    """One user-facing knob (`ros2 launch ... rounds:=5`, `refine up PROFILE --set rounds=5`).
+    """One user-facing knob (`ros2 launch ... max_rounds:=5`, `refine up PROFILE --max-rounds 5`).
 
     `default` None means unset: the node parameters the argument feeds keep the nodes' own
     defaults (declared once, in the node's PARAMETERS table), so a profile never repeats them.
@@ -75,6 +77,24 @@ def launch_options(kind: str) -> tuple[LaunchArgument, ...]:
     if kind != "real":
         return LAUNCH_OPTIONS
     return tuple(REAL_ROBOT_STATE_PUBLISHER if o.name == "robot_state_publisher" else o for o in LAUNCH_OPTIONS)
+
+
+RENAMED: dict[str, str] = {"rounds": "max_rounds", "episodes": "diagnostic_episodes"}
+"""Old argument name -> its name now (the RefineConfig field, as `refine run`'s flag and the
+analysis node's parameter): still accepted, with a warning."""
+
+
+def renamed(given: Mapping[str, Any], declared: Iterable[str]) -> dict[str, Any]:
+    """`given` with the old names of `declared` arguments changed to their names now (a
+    FutureWarning says so). The old name's value wins: a launch file declares the new name with
+    its default, so under `ros2 launch` the new name always has a value."""
+    names = set(declared)
+    out = dict(given)
+    for old, new in RENAMED.items():
+        if old in out and old not in names and new in names:
+            warnings.warn(f"launch argument {old!r} is deprecated: use {new!r}", FutureWarning, stacklevel=3)
+            out[new] = out.pop(old)
+    return out
 
 
 def coerce(value: Any, default: Any, name: str) -> Any:

@@ -24,6 +24,7 @@ from refine_ros.bringup.arguments import (
     LaunchArgument,
     ProfileError,
     launch_options,
+    renamed,
 )
 from refine_ros.bringup.drivers import DRIVER_ARGUMENT, apply_driver
 from refine_ros.nodes.registry import NODES, PACKAGE
@@ -176,7 +177,7 @@ def launch_overrides(name: str, given: Mapping[str, Any]) -> tuple[dict[str, Any
     configurations reach it too."""
     declared = {arg.name for arg in launch_arguments(name)}
     overrides, ignored = {}, []
-    for key, value in given.items():
+    for key, value in renamed(given, declared).items():
         if key == "profile" or value is None or (isinstance(value, str) and value.strip() == ""):
             continue
         if key in declared:
@@ -312,6 +313,7 @@ def resolve_profile(
     must be importable, so a typo fails here rather than half-way through a launch."""
     data = _load(name)
     declared = _declared(data)
+    overrides = renamed(overrides or {}, declared)
     unknown = sorted(set(overrides or {}) - set(declared))
     if unknown:
         raise ProfileError(
