@@ -22,7 +22,10 @@ install: $(STAMP) $(SYSSTAMP) $(IFACESTAMP)
 # prerequisites too: a new launch file or profile reinstalls the package.
 SHARED_FILES := $(wildcard launch/*.launch.py config/*.yaml config/*.rviz urdf/*)
 
-$(STAMP): setup.py setup.cfg requirements.txt requirements-ros.txt requirements-ros-build.txt package.xml $(SHARED_FILES)
+# The node executables are console scripts setup.py makes from refine_ros/nodes/registry.py
+# (after adding a node module: touch it, or run pip install -e . again).
+$(STAMP): setup.py setup.cfg requirements.txt requirements-ros.txt requirements-ros-build.txt package.xml $(SHARED_FILES) \
+		refine_ros/nodes/registry.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0

@@ -7,6 +7,7 @@ find the package either way.
 
 from glob import glob
 from pathlib import Path
+from runpy import run_path
 
 from setuptools import find_namespace_packages, setup
 from setuptools.dist import Distribution
@@ -30,19 +31,8 @@ REQUIREMENTS = [
     if line.split("#", 1)[0].strip()
 ]
 
-NODES = {
-    "sim_node": "refine_ros.nodes.sim_node:main",
-    "learner_node": "refine_ros.nodes.learner_node:main",
-    "rollout_logger": "refine_ros.nodes.rollout_logger:main",
-    "analysis_node": "refine_ros.nodes.analysis_node:main",
-    "safety_node": "refine_ros.nodes.safety_node:main",
-    "arm_bridge": "refine_ros.nodes.arm_bridge:main",
-    "rc_car_bridge": "refine_ros.nodes.rc_car_bridge:main",
-    "track_detector": "refine_ros.nodes.track_detector:main",
-    "demo_recorder": "refine_ros.nodes.demo_recorder:main",
-    "joy_teleop": "refine_ros.nodes.joy_teleop:main",
-    "keyboard_teleop": "refine_ros.nodes.keyboard_teleop:main",
-}
+# The node executables come from the one node registry, read by path: nothing is installed yet
+NODE_SCRIPTS = run_path(str(HERE / PACKAGE / "nodes" / "registry.py"))["console_scripts"]()
 
 setup(
     distclass=AmentDistribution,
@@ -69,8 +59,7 @@ setup(
         "ray": ["ray>=2.9"],
     },
     entry_points={
-        "console_scripts": ["refine = refine_core.cli:main"]
-        + [f"{name} = {target}" for name, target in NODES.items()],
+        "console_scripts": ["refine = refine_core.cli:main", *NODE_SCRIPTS],
         # refine_core never imports refine_ros: the ROS verbs and benchmarks are found here
         "refine.commands": [
             "up = refine_ros.commands.up",

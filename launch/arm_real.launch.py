@@ -1,9 +1,4 @@
-"""Door opening on a real arm (safety on, dry_run:=true by default).
-
-`ros2 launch refine_ros arm_real.launch.py [rviz:=false] [rounds:=N] ...` — the node set,
-parameters and remappings come from config/arm_real.yaml through refine_ros.bringup, the same
-source `refine up arm_real` uses, so the two cannot drift apart.
-"""
+"""Alias of `ros2 launch refine_ros refine.launch.py profile:=arm_real`, with the profile's own defaults."""
 
 from refine_ros.launch_support import launch_description
 

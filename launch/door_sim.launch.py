@@ -1,9 +1,4 @@
-"""Door opening in simulation (Meta-World door-open-v3, MuJoCo).
-
-`ros2 launch refine_ros door_sim.launch.py [rviz:=false] [rounds:=N] ...` — the node set,
-parameters and remappings come from config/door_sim.yaml through refine_ros.bringup, the same
-source `refine up door_sim` uses, so the two cannot drift apart.
-"""
+"""Alias of `ros2 launch refine_ros refine.launch.py profile:=door_sim`, with the profile's own defaults."""
 
 from refine_ros.launch_support import launch_description
 

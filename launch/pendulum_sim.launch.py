@@ -1,9 +1,4 @@
-"""Pendulum swing-up in simulation (Gymnasium Pendulum-v1 physics, semantic observation).
-
-`ros2 launch refine_ros pendulum_sim.launch.py [rviz:=false] [rounds:=N] ...` — the node set,
-parameters and remappings come from config/pendulum_sim.yaml through refine_ros.bringup, the
-same source `refine up pendulum_sim` uses, so the two cannot drift apart.
-"""
+"""Alias of `ros2 launch refine_ros refine.launch.py profile:=pendulum_sim`, with the profile's own defaults."""
 
 from refine_ros.launch_support import launch_description
 

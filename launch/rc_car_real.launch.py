@@ -1,9 +1,4 @@
-"""Car racing on a real RC car (safety on, dry_run:=true by default).
-
-`ros2 launch refine_ros rc_car_real.launch.py [rviz:=false] [rounds:=N] ...` — the node set,
-parameters and remappings come from config/rc_car_real.yaml through refine_ros.bringup, the same
-source `refine up rc_car_real` uses, so the two cannot drift apart.
-"""
+"""Alias of `ros2 launch refine_ros refine.launch.py profile:=rc_car_real`, with the profile's own defaults."""
 
 from refine_ros.launch_support import launch_description
 

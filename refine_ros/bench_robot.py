@@ -172,8 +172,8 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
                                        source=teleop_source("arm_real"))
             demo.save(db, db.create_run("door_open"))
         extra = max(0, episodes - 2)
-        options = UpOptions(run_dir=run_dir, rounds=1, episodes=1 if episodes > 1 else episodes, max_steps=steps,
-                            live=True, sets=[f"analysis_node.eval_episodes={extra}"])
+        options = UpOptions(run_dir=run_dir, max_rounds=1, diagnostic_episodes=1 if episodes > 1 else episodes,
+                            max_steps=steps, live=True, sets=[f"analysis_node.eval_episodes={extra}"])
         graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None)
         seen_file = Path(tmp) / "operator.json"
         driver = subprocess.Popen([sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args",

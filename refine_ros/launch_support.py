@@ -36,13 +36,16 @@ def _end_launch(event, context, reason: str) -> list:
     return actions
 
 
-def _profile_nodes(context, profile_name: str):
+def _profile_nodes(context, profile: str | None):
     """Resolve the profile with the command line's arguments, check everything, then return
     every process at once: a failed check raises here, before any process exists."""
-    names = [arg.name for arg in bringup.launch_arguments(profile_name)]
-    overrides = {name: LaunchConfiguration(name).perform(context) for name in names}
-    plan = bringup.launch_plan(bringup.resolve_profile(profile_name, overrides))
+    name = profile or LaunchConfiguration("profile").perform(context)
     logger = get_logger("refine_ros")
+    overrides, ignored = bringup.launch_overrides(name, context.launch_configurations)
+    if ignored:
+        logger.warning(f"profile {name!r} has no argument(s) {', '.join(ignored)}: ignored; its arguments are "
+                       f"{', '.join(a.name for a in bringup.launch_arguments(name))}")
+    plan = bringup.launch_plan(bringup.resolve_profile(name, overrides))
     for warning in plan.skipped:
         logger.warning(warning)
     actions: list = []
@@ -65,11 +68,18 @@ def _profile_nodes(context, profile_name: str):
     return actions
 
 
-def launch_description(profile_name: str) -> LaunchDescription:
-    """The launch description of one profile: its arguments, then its nodes resolved at launch
-    time (so argument values given on the command line reach the profile)."""
-    declared = [
-        DeclareLaunchArgument(arg.name, default_value=arg.default_text, description=arg.description)
-        for arg in bringup.launch_arguments(profile_name)
-    ]
-    return LaunchDescription([*declared, OpaqueFunction(function=_profile_nodes, args=[profile_name])])
+def launch_description(profile: str | None = None) -> LaunchDescription:
+    """The launch description of `launch/refine.launch.py` (profile None: the profile is the
+    `profile` argument, and every profile's arguments are declared without defaults) or of a
+    per-profile alias (its own arguments, with its defaults). Nodes are resolved at launch
+    time, so the values given on the command line reach the profile."""
+    if profile is None:
+        names = bringup.profile_names()
+        declared = [DeclareLaunchArgument("profile", choices=names,
+                                          description="the deployment to run: config/<profile>.yaml")]
+        arguments = bringup.all_launch_arguments()
+    else:
+        declared, arguments = [], bringup.launch_arguments(profile)
+    declared += [DeclareLaunchArgument(arg.name, default_value=arg.default_text, description=arg.description)
+                 for arg in arguments]
+    return LaunchDescription([*declared, OpaqueFunction(function=_profile_nodes, args=[profile])])

@@ -65,6 +65,10 @@ class Param:
     bounds: Bounds = None
     read_only: bool = True
     """Most parameters shape a node at start; those a node re-reads at run time say so."""
+    aliases: tuple[str, ...] = ()
+    """Old names of this parameter, still read (with a warning) so launch files and scripts
+    written for them keep working: a name says the same thing everywhere, here the field of
+    the refine_core config dataclass the `refine run` flag is generated from."""
 
     @property
     def required(self) -> bool:
@@ -98,6 +102,10 @@ def declare_parameters(node: Node, table: Table) -> None:
     for name, p in table.items():
         value = p.default.ros_type if p.typed_only else p.default
         node.declare_parameter(name, value, descriptor(p.description, p.bounds, read_only=p.read_only))
+        for alias in p.aliases:  # typed, no value: None unless someone still sets the old name
+            typed = Parameter.Type.from_parameter_value(p.default) if not p.typed_only else p.default.ros_type
+            node.declare_parameter(alias, typed, descriptor(f"deprecated: use {name}", p.bounds,
+                                                            read_only=p.read_only))
 
 
 def values(node: Node, table: Table) -> dict[str, Any]:
@@ -106,6 +114,11 @@ def values(node: Node, table: Table) -> dict[str, Any]:
     found: dict[str, Any] = {}
     missing: list[str] = []
     for name, p in table.items():
+        old = next((a for a in p.aliases if _is_set(node, a)), None)
+        if old is not None:
+            node.get_logger().warning(f"parameter {old!r} is deprecated: use {name!r} (taking {old}'s value)")
+            found[name] = node.get_parameter(old).value
+            continue
         try:
             found[name] = node.get_parameter(name).value
         except ParameterUninitializedException:
@@ -118,6 +131,14 @@ def values(node: Node, table: Table) -> dict[str, Any]:
             f"{node.get_name()}: robot-specific parameter(s) {', '.join(missing)} have no default in the code; "
             "set them in the profile (config/<profile>.yaml) or with --ros-args -p NAME:=VALUE")
     return found
+
+
+def _is_set(node: Node, name: str) -> bool:
+    try:
+        node.get_parameter(name).value  # noqa: B018 - raises when the typed-only name was never set
+    except ParameterUninitializedException:
+        return False
+    return True
 
 
 def default_of(entry: Any) -> Any:

@@ -23,6 +23,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import math
 import os
@@ -70,12 +71,15 @@ class UpOptions:
     """published | detailed: what the analyst is told (None: the node's default)."""
     start_program: Path | None = None
     """A program the run begins from instead of a zero-shot one."""
-    rounds: int | None = None
-    """Most refinement rounds."""
-    episodes: int | None = None
-    """Diagnostic episodes per round."""
+    max_rounds: int | None = None
+    """Most refinement rounds (RefineConfig.max_rounds)."""
+    diagnostic_episodes: int | None = None
+    """Diagnostic episodes per round (RefineConfig.diagnostic_episodes)."""
     max_steps: int | None = None
     """Cap on episode length (smoke runs)."""
+    driver: str | None = None
+    """What drives the robot (`driver:=` of the launch files; refine_ros/bringup/drivers.py);
+    None: the profile's own."""
     live: bool = False
     """Real profiles only: command the hardware; otherwise they run as a dry run."""
     sets: Sequence[str] = field(default_factory=list)
@@ -107,10 +111,10 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     """Resolve the profile with the options applied (no ROS needed: tested on its own)."""
     overrides: dict[str, Any] = {}
     declared = {a.name for a in _arguments(name)}
-    given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("rounds", options.rounds),
-             ("episodes", options.episodes), ("max_steps", options.max_steps), ("transcript", options.transcript),
+    given = (("analyst", options.analyst), ("run_dir", options.run_dir), ("max_rounds", options.max_rounds),
+             ("diagnostic_episodes", options.diagnostic_episodes), ("max_steps", options.max_steps), ("transcript", options.transcript),
              ("replay_mode", options.replay_mode), ("task_description", options.task_description),
-             ("start_program", options.start_program))
+             ("start_program", options.start_program), ("driver", options.driver))
     for arg, value in given:
         if value is not None and arg in declared:
             overrides[arg] = str(value) if isinstance(value, Path) else value
@@ -141,8 +145,7 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
                  class_name=s.class_name, parameters=params[s.name], remappings=s.remappings)
         for s in profile.nodes
     )
-    return Profile(name=profile.name, description=profile.description, kind=profile.kind, task=profile.task,
-                   arguments=profile.arguments, nodes=specs, urdf=profile.urdf, rviz_config=profile.rviz_config)
+    return dataclasses.replace(profile, nodes=specs)
 
 
 def _arguments(name: str):
@@ -256,7 +259,7 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
         spinner.start()
         analysis = next((n for n in nodes if n.get_name() == "analysis_node"), None)
         recorder = next((n for n in nodes if n.get_name() == "demo_recorder"), None)
-        rounds = int(_param(resolved, "analysis_node", "rounds", 0) or 0)
+        rounds = int(_param(resolved, "analysis_node", "max_rounds", 0) or 0)
         deadline = None if options.timeout_s is None else time.monotonic() + float(options.timeout_s)
         bar = tqdm(total=rounds or None, desc=f"refine up {profile}", unit="round", disable=analysis is None)
         try:

@@ -14,6 +14,7 @@ import yaml
 
 from refine_ros import bringup
 from refine_ros.bringup import ProfileError, coerce, profile_names, resolve_profile
+from refine_ros.nodes.registry import NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("door_sim", "car_sim", "pendulum_sim", "arm_real", "rc_car_real")
@@ -61,14 +62,14 @@ def test_every_profile_resolves_with_defaults(name):
 
 @pytest.mark.parametrize("name", PROFILES)
 def test_overrides_reach_the_node_parameters(name):
-    overrides = {"analyst": "replay", "run_dir": "/tmp/somewhere", "rounds": "7", "rviz": "false"}
+    overrides = {"analyst": "replay", "run_dir": "/tmp/somewhere", "max_rounds": "7", "rviz": "false"}
     if name.endswith("_real"):
         overrides["dry_run"] = "false"
     profile = resolve_profile(name, overrides, check_modules=False)
-    assert profile.arguments["rounds"] == 7 and profile.rviz is False
+    assert profile.arguments["max_rounds"] == 7 and profile.rviz is False
     assert profile.node("analysis_node").parameters["analyst"] == "replay"
-    assert profile.node("analysis_node").parameters["rounds"] == 7
-    assert "rounds" not in profile.node("learner_node").parameters
+    assert profile.node("analysis_node").parameters["max_rounds"] == 7
+    assert "max_rounds" not in profile.node("learner_node").parameters
     assert profile.node("rollout_logger").parameters["run_dir"] == "/tmp/somewhere"
     if name.endswith("_real"):
         assert profile.node("safety_node").parameters["dry_run"] is False
@@ -90,8 +91,8 @@ def test_unset_arguments_leave_the_node_defaults_and_empty_means_unset(name):
 
 
 def test_python_values_work_as_overrides_too():
-    profile = resolve_profile("door_sim", {"rounds": 2, "rviz": False, "episodes": 1.0}, check_modules=False)
-    assert profile.arguments["rounds"] == 2 and profile.arguments["episodes"] == 1
+    profile = resolve_profile("door_sim", {"max_rounds": 2, "rviz": False, "diagnostic_episodes": 1.0}, check_modules=False)
+    assert profile.arguments["max_rounds"] == 2 and profile.arguments["diagnostic_episodes"] == 1
 
 
 def test_node_modules_of_this_area_exist():
@@ -143,8 +144,7 @@ def _profile(**changes):
     data = {
         "profile": "mini", "kind": "sim", "task": "door_open", "description": "a test profile",
         "arguments": {"run_dir": {"default": "runs/x"}},
-        "nodes": [{"name": "rollout_logger", "executable": "rollout_logger",
-                   "module": "refine_ros.nodes.rollout_logger", "class": "RolloutLogger",
+        "nodes": [{"name": "rollout_logger",
                    "parameters": {"batch_size": 10}, "from_arguments": {"run_dir": "run_dir"},
                    "remappings": {"refine/observation": "/robot/observation"}}],
     }
@@ -154,7 +154,7 @@ def _profile(**changes):
 
 @pytest.fixture
 def fake_share(tmp_path, monkeypatch):
-    monkeypatch.setattr(bringup, "share_dirs", lambda: [tmp_path])
+    monkeypatch.setattr(bringup.profiles, "share_dirs", lambda: [tmp_path])
     return tmp_path
 
 
@@ -162,7 +162,8 @@ def test_a_custom_profile_with_remappings_and_no_urdf(fake_share):
     _write(fake_share, "mini", _profile())
     profile = resolve_profile("mini", {"run_dir": "/data/run"})
     node = profile.node("rollout_logger")
-    assert node.parameters == {"batch_size": 10, "run_dir": "/data/run"}
+    assert node.parameters == {"task": "door_open", "batch_size": 10, "run_dir": "/data/run"}, \
+        "the registry says the logger takes the profile's task"
     assert node.remappings == (("refine/observation", "/robot/observation"),)
     assert node.target == "refine_ros.nodes.rollout_logger:RolloutLogger"
     assert profile.urdf is None and profile.robot_description() == ""
@@ -170,13 +171,19 @@ def test_a_custom_profile_with_remappings_and_no_urdf(fake_share):
         profile.node("sim_node")
 
 
-def test_a_missing_node_module_is_reported(fake_share):
-    nodes = _profile()["nodes"] + [{"name": "ghost", "executable": "ghost", "module": "refine_ros.nodes.ghost_node",
-                                    "class": "Ghost"}]
+def test_a_node_outside_the_registry_is_reported(fake_share):
+    nodes = _profile()["nodes"] + [{"name": "ghost"}]
     _write(fake_share, "mini", _profile(nodes=nodes))
-    with pytest.raises(ProfileError, match=r"module\(s\) not found: ghost \(refine_ros.nodes.ghost_node\)"):
+    with pytest.raises(ProfileError, match=r"'ghost' is not a node of this package; the nodes are analysis_node, arm_bridge, "):
+        resolve_profile("mini", check_modules=False)
+
+
+def test_a_missing_node_module_is_reported(fake_share, monkeypatch):
+    _write(fake_share, "mini", _profile())
+    monkeypatch.setattr(bringup.NodeSpec, "module_available", lambda self: False)
+    with pytest.raises(ProfileError, match=r"module\(s\) not found: rollout_logger \(refine_ros.nodes.rollout_logger\)"):
         resolve_profile("mini")
-    assert [n.name for n in resolve_profile("mini", check_modules=False).nodes] == ["rollout_logger", "ghost"]
+    assert [n.name for n in resolve_profile("mini", check_modules=False).nodes] == ["rollout_logger"]
 
 
 @pytest.mark.parametrize(
@@ -187,7 +194,9 @@ def test_a_missing_node_module_is_reported(fake_share):
         ({"arguments": {"rounds": 3}}, "argument 'rounds' needs a mapping with a 'default'"),
         ({"arguments": {"rounds": {"type": "integer"}}}, "or a 'type'"),
         ({"arguments": {"rounds": {"default": "3", "type": "int"}}}, "default that is not a int"),
-        ({"nodes": [{"name": "a", "executable": "a", "module": "m"}]}, "needs a non-empty string 'class'"),
+        ({"nodes": [{"parameters": {}}]}, "needs a non-empty string 'name'"),
+        ({"nodes": [{"name": "sim_node", "module": "m"}]}, "unknown key.*module.*come from the node registry"),
+        ({"nodes": [{"name": "sim_node", "from_profile": {"task": "task"}}]}, "unknown key.*from_profile"),
         ({"urdf": "nowhere.urdf"}, "URDF 'nowhere.urdf' not found"),
     ],
 )
@@ -208,9 +217,6 @@ def test_duplicate_nodes_bad_argument_refs_and_empty_lists(fake_share):
     _write(fake_share, "mini", _profile(nodes=[{**node, "parameters": {"hold_axes": []}}]))
     with pytest.raises(ProfileError, match="empty list"):
         resolve_profile("mini", check_modules=False)
-    _write(fake_share, "mini", _profile(nodes=[{**node, "from_profile": {"task": "kind"}}]))
-    with pytest.raises(ProfileError, match="can take only task"):
-        resolve_profile("mini", check_modules=False)
     _write(fake_share, "mini", _profile(arguments={"run_dir": {"default": "x"}, "rviz": {"default": True}}))
     with pytest.raises(ProfileError, match="launch option every profile has"):
         resolve_profile("mini", check_modules=False)
@@ -229,11 +235,43 @@ def test_invalid_yaml_is_a_clear_error(fake_share):
 
 def test_launch_arguments_carry_defaults_for_ros2_launch():
     args = {a.name: a for a in bringup.launch_arguments("arm_real")}
-    assert {"analyst", "run_dir", "rounds", "rviz", "robot_state_publisher", "keep_alive", "dry_run", "episodes",
+    assert {"analyst", "run_dir", "max_rounds", "rviz", "robot_state_publisher", "keep_alive", "dry_run", "diagnostic_episodes",
             "max_steps", "transcript"} <= set(args)
-    assert args["dry_run"].default_text == "true" and args["rounds"].default_text == "3"
+    assert args["dry_run"].default_text == "true" and args["max_rounds"].default_text == "3"
     assert args["rviz"].default_text == "true" and args["keep_alive"].default_text == "false"
     assert all(a.description for a in args.values())
+
+
+def test_the_generic_launch_declares_every_argument_once_without_defaults():
+    every = bringup.all_launch_arguments()
+    names = [a.name for a in every]
+    assert len(names) == len(set(names))
+    assert set(names) == {a.name for p in ALL_PROFILES for a in bringup.launch_arguments(p)}
+    assert all(a.default_text == "" for a in every), "unset: the chosen profile's default applies"
+    by_name = {a.name: a for a in every}
+    assert "every profile" in by_name["run_dir"].description
+    assert "profiles arm_real, arm_real_record_demo, rc_car_real" in by_name["dry_run"].description
+
+
+def test_launch_overrides_keep_the_profile_arguments_given_and_name_the_rest():
+    given = {"profile": "door_sim", "max_rounds": "5", "max_steps": "", "dry_run": "false", "rviz": "false",
+             "something_else": "x"}
+    overrides, ignored = bringup.launch_overrides("door_sim", given)
+    assert overrides == {"max_rounds": "5", "rviz": "false"}, "empty = not given; profile is not an argument"
+    assert ignored == ["dry_run", "something_else"]
+    assert resolve_profile("door_sim", overrides, check_modules=False).arguments["max_rounds"] == 5
+
+
+def test_the_old_argument_names_still_work_with_a_warning():
+    """rounds / episodes are now max_rounds / diagnostic_episodes (RefineConfig's fields, the
+    `refine run` flags and the analysis node's parameters); launch lines written before work."""
+    with pytest.warns(FutureWarning, match="'(rounds|episodes)' is deprecated: use '(max_rounds|diagnostic_episodes)'"):
+        profile = resolve_profile("door_sim", {"rounds": "5", "episodes": "2"}, check_modules=False)
+    assert profile.node("analysis_node").parameters["max_rounds"] == 5
+    assert profile.node("analysis_node").parameters["diagnostic_episodes"] == 2
+    with pytest.warns(FutureWarning):  # a launch file declares the new name with its default: the old one wins
+        overrides, ignored = bringup.launch_overrides("door_sim", {"max_rounds": "3", "rounds": "8"})
+    assert overrides == {"max_rounds": "8"} and ignored == []
 
 
 @pytest.mark.parametrize("name", ALL_PROFILES)
@@ -251,7 +289,7 @@ def test_a_profile_sets_only_what_differs_from_the_node_defaults(name):
     data = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
     arguments = data["arguments"]
     for node in data["nodes"]:
-        module = importlib.import_module(node["module"])
+        module = importlib.import_module(NODES[node["name"]].module)
         table = getattr(module, "PARAMETERS", None) or module.DEFAULTS
         defaults = {k: default_of(v) for k, v in table.items()}
         for param, value in (node.get("parameters") or {}).items():
@@ -398,8 +436,7 @@ def test_profile_values_have_the_types_the_nodes_declare(name):
 
 def test_real_profiles_must_name_their_robot_and_never_record_the_expert(fake_share):
     def node(name, **parameters):
-        return {"name": name, "executable": name, "module": f"refine_ros.nodes.{name}", "class": "X",
-                "parameters": parameters}
+        return {"name": name, "parameters": parameters}
 
     _write(fake_share, "mini", _profile(kind="real", nodes=[node("learner_node", task="door_open")]))
     with pytest.raises(ProfileError, match="learner_node needs parameters.robot"):
@@ -419,7 +456,8 @@ def test_include_takes_nodes_from_another_profile_and_refuses_cycles_and_unknown
     _write(fake_share, "base", _profile(profile="base"))
     _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["rollout_logger"]}, nodes=[]))
     node = resolve_profile("mini", {"run_dir": "/r"}, check_modules=False).node("rollout_logger")
-    assert node.parameters == {"batch_size": 10, "run_dir": "/r"}, "parameters and from_arguments come along"
+    assert node.parameters == {"task": "door_open", "batch_size": 10, "run_dir": "/r"}, \
+        "parameters and from_arguments come along"
     _write(fake_share, "mini", _profile(include={"profile": "base", "nodes": ["sim_node"]}, nodes=[]))
     with pytest.raises(ProfileError, match="has no node.*sim_node"):
         resolve_profile("mini", check_modules=False)
@@ -559,3 +597,43 @@ def test_a_record_demo_launch_ends_with_the_stored_demonstration(installed):
                                finder=lambda package, exe: finder("refine_ros", "sim_node") if package == "refine_ros"
                                else finder(package, exe))
     assert plan.ends_with == "demo_recorder" and plan.exit_reason("demo_recorder").endswith(plan.FINISHED)
+
+
+# ---- the driver seam (driver:=NAME): which nodes drive a profile's robot ------------------------
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_every_profile_takes_a_driver_choice_that_defaults_to_its_own(name):
+    driver = {a.name: a for a in bringup.launch_arguments(name)}["driver"]
+    assert driver.default is None and driver.default_text == ""
+    own = resolve_profile(name, check_modules=False)
+    assert resolve_profile(name, {"driver": ""}, check_modules=False).nodes == own.nodes
+
+
+def test_an_unknown_driver_names_the_drivers():
+    with pytest.raises(ProfileError, match=r"unknown driver 'moon'; drivers: ''"):
+        resolve_profile("arm_real", {"driver": "moon"}, check_modules=False)
+
+
+def test_a_driver_adds_nodes_and_changes_the_profile_nodes_it_names(monkeypatch):
+    """What a driver (TWIN's `twin`) plugs in: new registry nodes, and changes to the profile's
+    own (a bridge pointed at other topics), checked like any profile node."""
+    from refine_ros.bringup import drivers
+
+    def fake(profile, driver):
+        if driver != "bench":
+            return []
+        return [{"name": "sim_node", "parameters": {"real_time": True}},
+                {"name": "arm_bridge", "parameters": {"max_speed": 0.2}, "remappings": {"/joint_states": "/sim/js"}}]
+
+    monkeypatch.setitem(drivers.DRIVERS, "bench", "a test driver")
+    monkeypatch.setattr(drivers, "driver_nodes", fake)
+    profile = resolve_profile("arm_real", {"driver": "bench"}, check_modules=False)
+    assert [n.name for n in profile.nodes][-1] == "sim_node"
+    assert profile.node("sim_node").parameters == {"task": "door_open", "real_time": True}
+    bridge = profile.node("arm_bridge")
+    assert bridge.parameters["max_speed"] == 0.2 and bridge.parameters["gripper_closed_position"] == 0.8
+    assert ("/joint_states", "/sim/js") in bridge.remappings
+    assert "sim_node" not in [n.name for n in resolve_profile("arm_real", check_modules=False).nodes], \
+        "the profile itself is unchanged"
+    monkeypatch.setattr(drivers, "driver_nodes", lambda profile, driver: [{"name": "ghost_driver"}])
+    with pytest.raises(ProfileError, match=r"\(driver:=bench\).*'ghost_driver' is not a node of this package"):
+        resolve_profile("arm_real", {"driver": "bench"}, check_modules=False)

@@ -40,6 +40,7 @@ def test_install_lays_out_the_share_directory_and_the_package_marker():
         assert (share / "launch" / f"{name}.launch.py").is_file()
         assert (share / "config" / f"{name}.yaml").is_file()
     assert (share / "config" / "refine.rviz").is_file()
+    assert (share / "launch" / "refine.launch.py").is_file(), "the one launch file (profile:=NAME)"
     assert (share / "urdf" / "door_scene.urdf").is_file() and (share / "urdf" / "rc_car.urdf").is_file()
 
 

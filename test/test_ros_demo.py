@@ -40,7 +40,7 @@ def test_make_demo_replays_a_recorded_llm_refinement_through_the_ros_graph(tmp_p
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_make_demo_without_a_recorded_run_says_it_runs_the_offline_analyst(tmp_path):
-    demo = refine("demo", "--offline", "--rounds", "1", "--run", str(tmp_path / "demo"), "--max-steps", "30")
+    demo = refine("demo", "--offline", "--max-rounds", "1", "--run", str(tmp_path / "demo"), "--max-steps", "30")
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "OFFLINE ANALYST, as asked (--offline)" in demo.stdout and "not an LLM" in demo.stdout
     summary = json.loads((tmp_path / "demo" / "summary.json").read_text())

@@ -24,7 +24,7 @@ SMALL = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"]
 
 
 def _options(run_dir, **kw) -> UpOptions:
-    settings = {"rounds": 1, "episodes": 1, "max_steps": MAX_STEPS, "sets": SMALL, "processes": True, **kw}
+    settings = {"max_rounds": 1, "diagnostic_episodes": 1, "max_steps": MAX_STEPS, "sets": SMALL, "processes": True, **kw}
     return UpOptions(run_dir=run_dir, **settings)
 
 
@@ -66,7 +66,7 @@ def test_ctrl_c_ends_every_node_within_five_seconds_without_a_traceback(tmp_path
     the learner is driving episodes: each exits 0 within STOP_TIMEOUT_S (after which launch
     would escalate to SIGTERM), and none prints a traceback (the learner's 'publisher's context
     is invalid' of issue 11)."""
-    plan = launch_plan(plan_profile("door_sim", _options(tmp_path / "run", rounds=2)))
+    plan = launch_plan(plan_profile("door_sim", _options(tmp_path / "run", max_rounds=2)))
     lines: list[str] = []
     graph = ProcessGraph(plan, env=ros_env(), echo=lines.append)
     try:

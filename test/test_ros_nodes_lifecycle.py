@@ -124,12 +124,12 @@ def test_learner_fits_what_it_is_asked_and_survives_garbage(context, run_dir):
 
 def test_analysis_node_runs_refine_and_asks_the_learner_to_fit_the_zero_shot_program(context, run_dir):
     node = AnalysisNode(context=context, parameter_overrides=[
-        Parameter("run_dir", value=str(run_dir)), Parameter("rounds", value=2)])
+        Parameter("run_dir", value=str(run_dir)), Parameter("max_rounds", value=2)])
     listener = Listener(context, protocol.FIT_REQUEST, qos.REQUEST)
     spin = Spin(context, node, listener)
     try:
-        expected = {"task", "run_dir", "analyst", "transcript", "rounds", "max_attempts", "max_test_requests",
-                    "episodes", "selection_episodes", "eval_episodes", "max_steps", "expert_labels"}
+        expected = {"task", "run_dir", "analyst", "transcript", "max_rounds", "max_attempts", "max_test_requests",
+                    "diagnostic_episodes", "selection_episodes", "eval_episodes", "max_steps", "expert_labels"}
         assert expected <= set(ANALYSIS_PARAMETERS)
         _declared(node, ANALYSIS_PARAMETERS)
         assert node.describe_parameter("max_test_requests").integer_range[0].from_value == 0
@@ -145,6 +145,31 @@ def test_analysis_node_runs_refine_and_asks_the_learner_to_fit_the_zero_shot_pro
         listener.destroy_node()
     assert not node._thread.is_alive()
     assert node.finished.is_set() and "shutting down" in node.stop_reason
+
+
+def test_old_parameter_names_still_set_the_new_ones_with_a_warning(context):
+    """rounds / episodes / sandbox_timeout became the RefineConfig field names (analysis_node
+    declares them as `aliases`); a launch line or parameters file written for the old names
+    still sets the value, and leaving them unset changes nothing."""
+    from refine_ros.params import Param, declare_parameters, values
+
+    table = {"max_rounds": Param(6, "most rounds", (1, 1000), aliases=("rounds",)),
+             "sandbox_timeout_s": Param(60.0, "seconds", aliases=("sandbox_timeout",))}
+    old = Node("aliases_old", context=context,
+               parameter_overrides=[Parameter("rounds", value=2), Parameter("sandbox_timeout", value=7.5)])
+    new = Node("aliases_new", context=context)
+    try:
+        declare_parameters(old, table)
+        declare_parameters(new, table)
+        assert values(old, table) == {"max_rounds": 2, "sandbox_timeout_s": 7.5}
+        assert values(new, table) == {"max_rounds": 6, "sandbox_timeout_s": 60.0}
+        assert old.describe_parameter("rounds").description == "deprecated: use max_rounds"
+        assert old.describe_parameter("rounds").integer_range[0].to_value == 1000, "the same range"
+        assert {a for p in ANALYSIS_PARAMETERS.values() for a in p.aliases} == {"rounds", "episodes",
+                                                                                "sandbox_timeout"}
+    finally:
+        old.destroy_node()
+        new.destroy_node()
 
 
 class FailingLearner(Node):
@@ -444,10 +469,10 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
         fit = LocalFitter(get_task("door_open"), source="teleop (arm_real)").fit(starter_program("door_open"), demo)
         assert not fit.failed, fit.error
 
-        options = UpOptions(run_dir=run_dir, analyst="offline", rounds=1, episodes=1, max_steps=10, timeout_s=200,
-                            stop=stop)
+        options = UpOptions(run_dir=run_dir, analyst="offline", max_rounds=1, diagnostic_episodes=1, max_steps=10,
+                            timeout_s=200, stop=stop)
         analysis = plan_profile("arm_real", options).node("analysis_node").parameters
-        assert (analysis["episodes"], analysis["selection_episodes"], analysis["eval_episodes"]) == (1, 1, 0)
+        assert (analysis["diagnostic_episodes"], analysis["selection_episodes"], analysis["eval_episodes"]) == (1, 1, 0)
         result: list[int] = []
         runner = threading.Thread(target=lambda: result.append(run_profile("arm_real", options)), daemon=True)
         runner.start()

@@ -259,7 +259,7 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
         assert np.isfinite(demo["rewards"]).all(), "a simulator measures rewards"
         assert np.median(demo["actions"][:, 1]) == pytest.approx(0.8) and np.median(demo["actions"][:, 2]) == pytest.approx(0.3)
 
-    refine = UpOptions(run_dir=run_dir, rounds=1, episodes=1, max_steps=30, timeout_s=300,
+    refine = UpOptions(run_dir=run_dir, max_rounds=1, diagnostic_episodes=1, max_steps=30, timeout_s=300,
                        sets=["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"])
     assert run_profile("door_sim", refine) == EXIT_STOPPED
     with RunDatabase(run_dir) as db:

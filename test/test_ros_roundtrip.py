@@ -23,12 +23,12 @@ TINY = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1", "
 # ------------------------------------------------------------------------- planning (no DDS)
 def test_options_reach_the_node_parameters(tmp_path):
     profile = plan_profile("door_sim", UpOptions(run_dir=tmp_path, analyst="replay", transcript=tmp_path / "t.jsonl",
-                                                 rounds=4, episodes=1, max_steps=MAX_STEPS, sets=TINY))
+                                                 max_rounds=4, diagnostic_episodes=1, max_steps=MAX_STEPS, sets=TINY))
     learner, analysis = profile.node("learner_node"), profile.node("analysis_node")
-    assert analysis.parameters["max_steps"] == MAX_STEPS and analysis.parameters["episodes"] == 1
+    assert analysis.parameters["max_steps"] == MAX_STEPS and analysis.parameters["diagnostic_episodes"] == 1
     assert analysis.parameters["selection_episodes"] == 1 and learner.parameters["run_dir"] == str(tmp_path)
-    assert analysis.parameters["rounds"] == 4 and analysis.parameters["analyst"] == "replay"
-    assert "rounds" not in learner.parameters and "episodes" not in learner.parameters, \
+    assert analysis.parameters["max_rounds"] == 4 and analysis.parameters["analyst"] == "replay"
+    assert "max_rounds" not in learner.parameters and "diagnostic_episodes" not in learner.parameters, \
         "the method's settings have one home: the analysis node that runs refine()"
     assert analysis.parameters["transcript"] == str(tmp_path / "t.jsonl")
     assert profile.node("rollout_logger").parameters["run_dir"] == str(tmp_path)
@@ -60,7 +60,7 @@ def finished_run(tmp_path_factory):
     """Two rounds through the graph, with refine_core's inner loop watched: the analysis node
     must reach it through `refine_core.loop.refine`, the only implementation of the method."""
     run_dir = tmp_path_factory.mktemp("up") / "run"
-    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=2, episodes=1, max_steps=MAX_STEPS,
+    options = UpOptions(run_dir=run_dir, analyst="offline", max_rounds=2, diagnostic_episodes=1, max_steps=MAX_STEPS,
                         sets=TINY, timeout_s=400)
     inner_loop_rounds = []
     original = refine_core.loop.diagnose_and_revise
@@ -117,7 +117,7 @@ def test_two_rounds_over_dds_fill_the_database(finished_run):
 def test_a_finished_run_is_not_run_again(finished_run):
     run_dir, _code, _ = finished_run
     before = sqlite3.connect(run_dir / "run.db").execute("SELECT COUNT(*) FROM steps").fetchone()[0]
-    code = run_profile("door_sim", UpOptions(run_dir=run_dir, rounds=2, episodes=1, max_steps=MAX_STEPS,
+    code = run_profile("door_sim", UpOptions(run_dir=run_dir, max_rounds=2, diagnostic_episodes=1, max_steps=MAX_STEPS,
                                              sets=TINY, timeout_s=120))
     assert code == EXIT_STOPPED
     with RunDatabase(run_dir, create=False) as db:
@@ -158,7 +158,7 @@ def test_a_run_killed_before_a_commit_resumes_without_duplicate_rows(finished_ru
             db.conn.execute("DELETE FROM rounds WHERE run_id = ? AND round = 1", (run_id,))
             db.conn.execute("DELETE FROM analyses WHERE run_id = ? AND round = 1", (run_id,))
         db.update_run(run_id, status="running")
-    code = run_profile("door_sim", UpOptions(run_dir=run_dir, rounds=2, episodes=1, max_steps=MAX_STEPS,
+    code = run_profile("door_sim", UpOptions(run_dir=run_dir, max_rounds=2, diagnostic_episodes=1, max_steps=MAX_STEPS,
                                              sets=TINY, timeout_s=300))
     assert code == EXIT_STOPPED
     with RunDatabase(run_dir, create=False) as db:

@@ -68,7 +68,7 @@ def test_refine_up_pendulum_sim_with_the_sim_node(tmp_path):
 
     run_dir = tmp_path / "up"
     sets = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"]
-    options = UpOptions(run_dir=run_dir, analyst="offline", rounds=3, episodes=1, max_steps=MAX_STEPS,
+    options = UpOptions(run_dir=run_dir, analyst="offline", max_rounds=3, diagnostic_episodes=1, max_steps=MAX_STEPS,
                         sets=sets, timeout_s=400)
     assert run_profile("pendulum_sim", options) == EXIT_STOPPED
     _check_the_single_diagnosed_round(run_dir, MAX_STEPS, analyst_rounds_allowed=3)
@@ -84,7 +84,7 @@ def test_refine_up_in_a_thread_ends_when_its_stop_event_is_set(tmp_path):
     from refine_ros.up import EXIT_INTERRUPTED, UpOptions, run_profile
 
     stop = threading.Event()
-    options = UpOptions(run_dir=tmp_path / "up", analyst="offline", rounds=50, timeout_s=600, stop=stop)
+    options = UpOptions(run_dir=tmp_path / "up", analyst="offline", max_rounds=50, timeout_s=600, stop=stop)
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(run_profile("pendulum_sim", options)), daemon=True)
     runner.start()

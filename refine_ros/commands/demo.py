@@ -27,8 +27,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         f"{RECORDED_RUNS}/*/transcript.jsonl)")
     p.add_argument("--offline", action="store_true",
                    help="run the offline analyst (rule-based, not an LLM) instead of a recorded LLM run")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="most rounds (default: the recorded run's; 4 with the offline analyst)")
+    p.add_argument("--max-rounds", "--rounds", dest="max_rounds", type=int, default=None,
+                   help="most rounds (RefineConfig.max_rounds; default: the recorded run's, 4 with the offline "
+                        "analyst). --rounds: the old spelling, deprecated")
     p.add_argument("--max-steps", type=int, default=None, help="cap episode length (a quick look)")
     p.add_argument("--profile", default="door_sim")
     return p
@@ -53,16 +54,16 @@ def run(args) -> int:
         except TranscriptError as exc:
             raise UserError(str(exc)) from None
         settings = recorded.settings or {}
-        rounds = args.rounds or settings.get("max_rounds") or 6
+        rounds = args.max_rounds or settings.get("max_rounds") or 6
         banner = (f"REPLAY of a language model's recorded answers: model {recorded.model}, from {transcript} "
                   f"(task description: {settings.get('task_description', 'not recorded')}). No model is queried; "
                   "the ROS graph fits, rolls out and diagnoses every recorded program again.")
         up = ["up", args.profile, "--run", str(args.run), "--analyst", "replay", "--transcript", str(transcript),
-              "--replay-mode", "sequential", "--rounds", str(rounds), "--no-rviz"]
+              "--replay-mode", "sequential", "--max-rounds", str(rounds), "--no-rviz"]
     else:
         why = "as asked (--offline)" if args.offline else f"no recorded LLM run was found under {RECORDED_RUNS}"
         banner = f"OFFLINE ANALYST, {why}. {OFFLINE_ANALYST}"
-        up = ["up", args.profile, "--run", str(args.run), "--analyst", "offline", "--rounds", str(args.rounds or 4),
+        up = ["up", args.profile, "--run", str(args.run), "--analyst", "offline", "--max-rounds", str(args.max_rounds or 4),
               "--no-rviz"]
     if args.max_steps:
         up += ["--max-steps", str(args.max_steps)]

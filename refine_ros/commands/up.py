@@ -8,9 +8,19 @@ from pathlib import Path
 
 from refine_core.cli import UserError
 
+HELP = "run a ROS 2 profile (door_sim, car_sim, arm_real, rc_car_real) in one process"
+"""The one line `refine --help` shows (without building this verb's flags, which import the
+method's config and so torch)."""
+METHOD_FLAGS = ("max_rounds", "diagnostic_episodes", "max_steps")
+UP_ALIASES = {"max_rounds": ("--rounds",), "diagnostic_episodes": ("--episodes",)}
+"""The flags' spellings before they were generated from RefineConfig (deprecated, still accepted)."""
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("up", help="run a ROS 2 profile (door_sim, car_sim, arm_real, rc_car_real) in one process")
+    from refine_core.flags import add_flags
+    from refine_core.loop import RefineConfig
+
+    p = sub.add_parser("up", help=HELP)
     p.add_argument("profile", help="profile name (config/<profile>.yaml)")
     p.add_argument("--run", type=Path, default=Path("runs/up"), metavar="DIR", help="run directory")
     p.add_argument("--analyst", default="offline", choices=("offline", "openai", "replay", "record"))
@@ -21,10 +31,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="what the analyst is told about the task (default: published, or a replayed transcript's)")
     p.add_argument("--start", type=Path, default=None, metavar="FILE",
                    help="begin from this program instead of asking the analyst for a zero-shot one")
-    p.add_argument("--rounds", type=int, default=None, help="refinement rounds")
-    p.add_argument("--episodes", type=int, default=None, help="episodes per round")
-    p.add_argument("--max-steps", type=int, default=None, help="cap episode length (smoke runs)")
+    # the method's settings: flags generated from RefineConfig, named as `refine run`'s and as the
+    # analysis node's parameters; not given: the profile's argument default, else the node's
+    add_flags(p, RefineConfig, only=METHOD_FLAGS, aliases=UP_ALIASES,
+              extra_help={name: "Not given: the profile's default, else RefineConfig's " for name in METHOD_FLAGS})
     p.add_argument("--no-rviz", action="store_true", help="accepted for symmetry; RViz never starts in-process")
+    p.add_argument("--driver", default=None, metavar="NAME",
+                   help="what drives the robot, as driver:=NAME of the launch files (default: the profile's own)")
     p.add_argument("--live", action="store_true",
                    help="real profiles only: command the hardware (default is a dry run)")
     p.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
@@ -42,10 +55,10 @@ def run(args) -> int:
         raise UserError(f"`refine up` needs the ROS 2 client libraries (rclpy): {exc}") from None
     from refine_ros.bringup import ProfileError
 
-    options = UpOptions(run_dir=args.run, analyst=args.analyst, transcript=args.transcript, rounds=args.rounds,
-                        episodes=args.episodes, max_steps=args.max_steps, live=args.live, sets=args.set,
+    options = UpOptions(run_dir=args.run, analyst=args.analyst, transcript=args.transcript, max_rounds=args.max_rounds,
+                        diagnostic_episodes=args.diagnostic_episodes, max_steps=args.max_steps, live=args.live, sets=args.set,
                         timeout_s=args.timeout, processes=args.processes, replay_mode=args.replay_mode,
-                        task_description=args.description, start_program=args.start)
+                        task_description=args.description, start_program=args.start, driver=args.driver)
     try:
         return run_profile(args.profile, options)
     except ProfileError as exc:

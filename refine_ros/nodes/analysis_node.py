@@ -41,6 +41,8 @@ _DEFAULT = RefineConfig()  # the method's defaults live in refine_core, once
 SHUTDOWN_WAIT_S = 2.0
 """How long destroy_node waits for the method's thread (`ros2 launch` escalates after 5 s)."""
 
+# A setting of the method is named as its RefineConfig field (and so as its `refine run` flag);
+# the older names still work, with a warning (test/test_node_registry.py checks the names).
 PARAMETERS: dict[str, Param] = {
     "task": Param("door_open", f"task name ({' | '.join(task_names())})"),
     "run_dir": Param("runs/ros", "run directory; the database is <run_dir>/run.db"),
@@ -52,12 +54,12 @@ PARAMETERS: dict[str, Param] = {
                               "replayed transcript's, else the task's default (published)"),
     "start_program": Param("", "a program file the run begins from instead of a zero-shot one; '' = the replayed "
                            "transcript's start, else ask the analyst"),
-    "rounds": Param(_DEFAULT.max_rounds, "most refinement rounds (a resumed run counts its committed ones)",
-                    (1, 1000)),
+    "max_rounds": Param(_DEFAULT.max_rounds, "most refinement rounds (a resumed run counts its committed ones)",
+                        (1, 1000), aliases=("rounds",)),
     "max_attempts": Param(_DEFAULT.max_attempts, "build/fit attempts per round before the round fails", (1, 100)),
     "max_test_requests": Param(_DEFAULT.max_test_requests, "'more tests' answers executed per round", (0, 100)),
-    "episodes": Param(_DEFAULT.diagnostic_episodes, "diagnostic episodes per round (the table the analyst's "
-                      "code reads)", (0, 100)),
+    "diagnostic_episodes": Param(_DEFAULT.diagnostic_episodes, "diagnostic episodes per round (the table the "
+                                 "analyst's code reads)", (0, 100), aliases=("episodes",)),
     "selection_episodes": Param(_DEFAULT.selection_episodes, "selection episodes per round (choose the best "
                                 "round)", (0, 100)),
     "eval_episodes": Param(_DEFAULT.eval_episodes, "evaluation episodes per round (reported only)", (0, 1000)),
@@ -75,7 +77,8 @@ PARAMETERS: dict[str, Param] = {
                         "concatenated take after take; '0,2' = those takes"),
     "rl_resets": Param(_DEFAULT.rl_resets, "resets of post-refinement RL on the best round, in the task's "
                        "simulator (0 = none; refused with demonstration=recorded)", (0, 1_000_000)),
-    "sandbox_timeout": Param(_DEFAULT.sandbox_timeout_s, "seconds one diagnostics script may run", (1.0, 86400.0)),
+    "sandbox_timeout_s": Param(_DEFAULT.sandbox_timeout_s, "seconds one diagnostics script may run", (1.0, 86400.0),
+                               aliases=("sandbox_timeout",)),
     "flush_timeout": Param(30.0, "seconds to wait for the logger to commit a round's episodes", (0.0, 3600.0)),
 }
 
@@ -95,13 +98,13 @@ class AnalysisNode(Node):
                       else recorded_start(replayed))
         self.run_dir = Path(str(p["run_dir"]))
         self.config = RefineConfig(
-            max_rounds=int(p["rounds"]), max_attempts=int(p["max_attempts"]),
-            max_test_requests=int(p["max_test_requests"]), diagnostic_episodes=int(p["episodes"]),
+            max_rounds=int(p["max_rounds"]), max_attempts=int(p["max_attempts"]),
+            max_test_requests=int(p["max_test_requests"]), diagnostic_episodes=int(p["diagnostic_episodes"]),
             selection_episodes=int(p["selection_episodes"]), eval_episodes=int(p["eval_episodes"]),
             max_steps=int(p["max_steps"]) or None, action_mode=str(p["action_mode"]),
             expert_labels=bool(p["expert_labels"]), demonstration=str(p["demonstration"]),
             demo_takes=str(p["demo_takes"]), best_round_by=str(p["best_round_by"]),
-            rl_resets=int(p["rl_resets"]), sandbox_timeout_s=float(p["sandbox_timeout"]))
+            rl_resets=int(p["rl_resets"]), sandbox_timeout_s=float(p["sandbox_timeout_s"]))
         if self.config.rl_resets and self.config.demonstration == "recorded":
             raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "
                              "cannot use it")
