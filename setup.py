@@ -42,6 +42,9 @@ NODES = {
     "demo_recorder": "refine_ros.nodes.demo_recorder:main",
     "joy_teleop": "refine_ros.nodes.joy_teleop:main",
     "keyboard_teleop": "refine_ros.nodes.keyboard_teleop:main",
+    # physics twins standing in for a real robot's drivers (`driver:=twin`)
+    "arm_twin": "refine_ros.nodes.arm_twin:main",
+    "car_twin": "refine_ros.nodes.car_twin:main",
 }
 
 setup(
@@ -77,7 +80,7 @@ setup(
             "export = refine_ros.commands.export",
             "demo = refine_ros.commands.demo",
         ],
-        "refine.benchmarks": ["ros = refine_ros.bench:bench_ros"],
+        "refine.benchmarks": ["ros = refine_ros.bench:bench_ros", "twin = refine_ros.bench_twin:bench_twin"],
     },
     zip_safe=True,
 )
