@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from refine_ros import twin_bringup
+
 PACKAGE = "refine_ros"
 KINDS = ("sim", "real")
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]
@@ -94,10 +96,23 @@ publisher of it, so a real profile starts ours only when asked."""
 
 def launch_options(kind: str) -> tuple[LaunchArgument, ...]:
     """The launch options of a profile of this kind (real: no robot_state_publisher of ours by
-    default)."""
+    default, and `driver`: the hardware or its physics twin)."""
     if kind != "real":
         return LAUNCH_OPTIONS
-    return tuple(REAL_ROBOT_STATE_PUBLISHER if o.name == "robot_state_publisher" else o for o in LAUNCH_OPTIONS)
+    return (*(REAL_ROBOT_STATE_PUBLISHER if o.name == "robot_state_publisher" else o for o in LAUNCH_OPTIONS),
+            DRIVER_OPTION)
+
+
+# -- driver:=twin (refine_ros/twin_bringup.py) ----------------------------------------------------
+DRIVER_OPTION = LaunchArgument("driver", "hardware", twin_bringup.DRIVER_HELP, "str")
+"""Real profiles only: who stands behind the bridge's interfaces."""
+
+
+def _with_driver(name: str, nodes: list[NodeSpec], arguments: dict[str, Any]) -> tuple[NodeSpec, ...]:
+    try:
+        return twin_bringup.with_driver(tuple(nodes), arguments.get("driver") or "hardware", name)
+    except ValueError as exc:
+        raise ProfileError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -393,6 +408,7 @@ def resolve_profile(
                 remappings=remappings,
             )
         )
+    nodes = list(_with_driver(name, nodes, arguments))
     if check_modules:
         missing = [f"{n.name} ({n.module})" for n in nodes if not n.module_available()]
         if missing:

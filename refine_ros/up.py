@@ -84,6 +84,9 @@ class UpOptions:
     """Stop after this many seconds even if the run is not over."""
     processes: bool = False
     """Every node in its own process, started from its executable as `ros2 launch` does."""
+    twin: bool = False
+    """Real profiles only: the robot's physics twin stands in for its drivers (`driver:=twin`),
+    and the safety node's commands go to the twin (not a dry run)."""
     stop: threading.Event | None = None
     """Set from another thread to end a one-process run as Ctrl-C would: a program (or a test)
     that embeds `run_profile` in a thread can always take its nodes down again."""
@@ -118,6 +121,7 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     overrides.update({"rviz": False, "robot_state_publisher": False, "keep_alive": False})
     if "dry_run" in declared:
         overrides["dry_run"] = not options.live
+    overrides.update(_twin_overrides(name, options.twin, declared))
     profile = resolve_profile(name, overrides)
     nodes = {spec.name: spec for spec in profile.nodes}
     params = {spec.name: dict(spec.parameters) for spec in profile.nodes}
@@ -143,6 +147,17 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     )
     return Profile(name=profile.name, description=profile.description, kind=profile.kind, task=profile.task,
                    arguments=profile.arguments, nodes=specs, urdf=profile.urdf, rviz_config=profile.rviz_config)
+
+
+def _twin_overrides(name: str, twin: bool, declared: set[str]) -> dict[str, Any]:
+    """`--twin`: driver:=twin, and live, since the commands go to the twin (nothing reaches
+    hardware: the twin is what stands behind the bridge)."""
+    if not twin:
+        return {}
+    if "driver" not in declared:
+        raise ProfileError(f"--twin: profile {name!r} is not a real robot's profile (arm_real, rc_car_real and "
+                           "their record_demo profiles have a twin)")
+    return {"driver": "twin", "dry_run": False}
 
 
 def _arguments(name: str):

@@ -41,10 +41,10 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PointStamped, TransformStamped, TwistStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Int8
 from std_srvs.srv import SetBool, Trigger
@@ -160,7 +160,7 @@ class ArmTwinNode(Node):
             marker_rotation_std_rad=float(p["marker_rotation_noise"]), dropouts=plans,
             base_frame=str(p["scene_frame"]), camera_frame=self.camera, marker_frame=self.handle_frame)  # fmt: skip
         self.placement = base_placement(p["base_position"], float(p["base_yaw"]))
-        self.lock = threading.Lock()  # the twin is stepped by the timer and read by the gripper action
+        self.lock = threading.Lock()  # one executor thread now; the lock keeps the twin safe under any executor
         self.twin = ArmTwin(self.config, start=now_s(self))
         self.gripper_open, self.gripper_closed = float(p["gripper_open_position"]), float(p["gripper_closed_position"])
         self.gripper_joint = str(p["gripper_joint"])
@@ -169,6 +169,7 @@ class ArmTwinNode(Node):
         self.silence = SilenceLever(self, SENSORS)
         self.counts = {"twists": 0, "ignored_twists": 0, "gripper_goals": 0}
         self._goal_generation = 0
+        self._tick_waiters: list[Future] = []
 
         self.TFMessage, self.GripperCommand = TFMessage, GripperCommand
         self.pub_tf = self.create_publisher(TFMessage, "/tf", TF_QOS)
@@ -180,10 +181,10 @@ class ArmTwinNode(Node):
         self._gripper = ActionServer(
             self, GripperCommand, str(p["gripper_action"]), self._execute_grip,
             goal_callback=lambda _goal: GoalResponse.ACCEPT, cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-            callback_group=ReentrantCallbackGroup())  # fmt: skip
+            callback_group=ReentrantCallbackGroup())  # goals overlap: a new one preempts the old
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._publish_static()
-        self.create_timer(1.0 / self.config.rate_hz, self._tick, callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_timer(1.0 / self.config.rate_hz, self._tick)
         self.get_logger().info(f"arm twin up: door seed {self.config.door_seed}, {self.config.rate_hz:g} Hz, "
                                f"{self.servo} at {p['servo_node']}")
 
@@ -269,9 +270,10 @@ class ArmTwinNode(Node):
         share = min(max(opening / self.open_gap, 0.0), 1.0)
         return self.gripper_closed + share * (self.gripper_open - self.gripper_closed)
 
-    def _execute_grip(self, goal_handle: Any) -> Any:
-        """Runs in its own thread (reentrant group): waits for the fingers as a driver does,
-        ending early when a newer goal replaces this one."""
+    async def _execute_grip(self, goal_handle: Any) -> Any:
+        """Waits for the fingers as a driver does, tick by tick without blocking the executor
+        (a coroutine awaiting the physics' next tick), ending early when a newer goal
+        replaces this one."""
         from refine_ros.twin.arm import GripperGoal
 
         command = goal_handle.request.command
@@ -282,26 +284,34 @@ class ArmTwinNode(Node):
             self.twin.grip(GripperGoal(self.opening_of(float(command.position)), effort), now_s(self))
         self.counts["gripper_goals"] += 1
         deadline = time.monotonic() + self.goal_timeout
-        time.sleep(0.05)  # let the fingers start moving before judging a stall
+        settle = time.monotonic() + 0.05  # let the fingers start moving before judging a stall
         feedback = self.GripperCommand.Feedback()
         while True:
+            await self._next_tick()
             with self.lock:
                 state = self.twin.gripper_state(now_s(self))
             feedback.position, feedback.effort = self.position_of(state.position), state.effort
             feedback.stalled, feedback.reached_goal = state.stalled, state.reached_goal
-            done = state.reached_goal or state.stalled or time.monotonic() > deadline
-            if goal_handle.is_cancel_requested or mine != self._goal_generation or not self.context.ok():
-                goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
                 break
-            if done:
+            if mine != self._goal_generation or not self.context.ok():
+                goal_handle.abort()
+                break
+            if time.monotonic() > deadline or (time.monotonic() > settle and (state.reached_goal or state.stalled)):
                 goal_handle.succeed()
                 break
             goal_handle.publish_feedback(feedback)
-            time.sleep(0.02)
         result = self.GripperCommand.Result()
         result.position, result.effort = feedback.position, feedback.effort
         result.stalled, result.reached_goal = feedback.stalled, feedback.reached_goal
         return result
+
+    def _next_tick(self) -> Future:
+        """Done at the next tick of the physics."""
+        future = Future()
+        self._tick_waiters.append(future)
+        return future
 
     # ---- time -----------------------------------------------------------------------------
     def _publish_static(self) -> None:
@@ -316,6 +326,9 @@ class ArmTwinNode(Node):
         with self.lock:
             readings = self.twin.tick(now)
             opening = self.twin.opening() if readings.joints is not None else 0.0
+        waiters, self._tick_waiters = self._tick_waiters, []
+        for future in waiters:
+            future.set_result(None)
         self._publish_status()
         self._ticks += 1
         if self._ticks % max(1, int(self.config.rate_hz / 5)) == 1:
@@ -362,7 +375,7 @@ class ArmTwinNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(ArmTwinNode, args, executor=lambda: MultiThreadedExecutor(num_threads=3))
+    run_node(ArmTwinNode, args)
 
 
 if __name__ == "__main__":
