@@ -39,18 +39,13 @@ from refine_ros.bench_faults import (
     moving,
     profile_parameters,
 )
+from refine_ros.twin_bringup import TWIN_DRIVERS
 
-TWIN_NODES = {"arm": "arm_twin", "car": "car_twin"}
+TWIN_NODES = {robot: TWIN_DRIVERS[bridge].node for robot, bridge in BRIDGES.items()}
 TWIN_SENSORS = {"arm": "joints", "car": "odom"}
 """The sensor whose plug a dropout run pulls: the driver's heartbeat (joint states, odometry)."""
 RATE_TARGET = 0.95
 LATENCY_TARGET_MS = 10.0
-
-
-def twin_bridge_overrides(robot: str) -> dict[str, Any]:
-    """What the bridge needs set differently against the twin: the arm's door target comes
-    from the twin (`/door_target`) instead of a number measured on the real door."""
-    return {"target_mode": "topic"} if robot == "arm" else {}
 
 
 # ---- the harness ------------------------------------------------------------------------------
@@ -78,6 +73,15 @@ class Harness:
         self.observations = 0
         self.truth: np.ndarray | None = None
         self.tiles: list[tuple[np.ndarray, np.ndarray]] = []  # (detected, simulator's) pairs
+        self.heartbeats: list[float] = []  # arrivals of the twin's joint states / odometry
+        if robot == "arm":
+            from sensor_msgs.msg import JointState
+
+            node.create_subscription(JointState, "/joint_states", self._on_heartbeat, qos.SENSOR)
+        else:
+            from nav_msgs.msg import Odometry
+
+            node.create_subscription(Odometry, "/odom", self._on_heartbeat, qos.SENSOR)
         kind, topic = driver_topic(robot, bridge)
         node.create_subscription(kind, topic, self._on_command, qos.LOG)
         node.create_subscription(Float64MultiArray, "refine/observation", self._on_observation, qos.CONTROL)
@@ -132,6 +136,10 @@ class Harness:
             with self.lock:
                 self.status.append((time.monotonic(), {kv.key: kv.value for kv in msg.status[0].values}))
 
+    def _on_heartbeat(self, _msg) -> None:
+        with self.lock:
+            self.heartbeats.append(time.monotonic())
+
     def _on_truth(self, msg) -> None:
         self.truth = np.asarray(msg.data, dtype=float).reshape(12, 4)
 
@@ -185,6 +193,9 @@ class RigResult:
     robot: str
     configured_hz: float = 0.0
     achieved_hz: float = 0.0
+    driver_hz: float = 0.0
+    """The twin's heartbeat (joint states, odometry) as it arrived here, configured 50 Hz."""
+    driver_longest_gap_ms: float = 0.0
     steps: int = 0
     latency_ms: dict[str, float] = field(default_factory=dict)
     watchdog_trips: int = 0
@@ -195,12 +206,12 @@ class RigResult:
     error: str | None = None
 
 
-def start_rig(procs: Processes, robot: str, workdir: Path, twin: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The twin, (car: the track detector), the bridge, the live safety node and the logger;
-    returns the bridge's parameters."""
-    bridge = {**profile_parameters(robot, BRIDGES[robot]), **twin_bridge_overrides(robot)}
+def start_rig(procs: Processes, robot: str, workdir: Path, twin: dict[str, Any] | None = None,
+              logger: bool = True) -> dict[str, Any]:
+    """The twin, (car: the track detector), the bridge, the live safety node and (`logger`) the
+    rollout logger; returns the bridge's parameters."""
+    bridge = {**profile_parameters(robot, BRIDGES[robot]), **TWIN_DRIVERS[BRIDGES[robot]].bridge_overrides}
     safety = {**profile_parameters(robot, "safety_node"), "dry_run": False}
-    logger = {**profile_parameters(robot, "rollout_logger"), "run_dir": str(workdir / "run")}
     node = TWIN_NODES[robot]
     procs.start("twin", ["-m", f"refine_ros.nodes.{node}"], twin or {}, node=node)
     if robot == "car":
@@ -208,12 +219,16 @@ def start_rig(procs: Processes, robot: str, workdir: Path, twin: dict[str, Any] 
                     profile_parameters(robot, "track_detector"), node="track_detector")  # fmt: skip
     procs.start("bridge", ["-m", f"refine_ros.nodes.{BRIDGES[robot]}"], bridge, node=BRIDGES[robot])
     procs.start("safety", ["-m", "refine_ros.nodes.safety_node"], safety, node="safety_node")
-    procs.start("logger", ["-m", "refine_ros.nodes.rollout_logger"], logger, node="rollout_logger")
+    if logger:
+        procs.start("logger", ["-m", "refine_ros.nodes.rollout_logger"],
+                    {**profile_parameters(robot, "rollout_logger"), "run_dir": str(workdir / "run")},
+                    node="rollout_logger")  # fmt: skip
     return bridge
 
 
 def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 10.0, dropout_at: float | None = None,
-            dropout_s: float = 1.0, twin: dict[str, Any] | None = None, startup_s: float = 90.0) -> RigResult:
+            dropout_s: float = 1.0, twin: dict[str, Any] | None = None, logger: bool = True,
+            startup_s: float = 90.0) -> RigResult:
     """One episode of `seconds` on the twin. With `dropout_at` (seconds into the episode) the
     driver's heartbeat sensor is silenced for `dropout_s`, then restored without confirming:
     `dropout` says whether the robot stopped, how soon, and whether it stayed stopped."""
@@ -225,7 +240,7 @@ def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 
 
     result = RigResult(robot)
     procs = Processes(env, workdir)
-    bridge = start_rig(procs, robot, workdir, twin)
+    bridge = start_rig(procs, robot, workdir, twin, logger)
     result.configured_hz = float(bridge.get("observation_rate", 50.0))
     context = Context()
     rclpy.init(context=context)
@@ -260,7 +275,8 @@ def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 
             result.dropout = _dropout(robot, harness.commands, t_fault, t_back, t1)
         if robot == "car":
             result.detector = _detector(harness.tiles)
-        wait_for(lambda: count_logged(workdir / "run", episode=1)[2], 20.0)
+        if logger:
+            wait_for(lambda: count_logged(workdir / "run", episode=1)[2], 20.0)
     except Exception as exc:  # noqa: BLE001 - a rig that fails is reported, never a crash of the bench
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -280,6 +296,10 @@ def _rates(result: RigResult, harness: Harness, t0: float, t1: float) -> None:
     with harness.lock:
         inside = {k: t for k, t in harness.observed.items() if t0 <= t <= t1}
         latencies = [(harness.results[k][0] - t) * 1e3 for k, t in inside.items() if k in harness.results]
+        beats = [t for t in harness.heartbeats if t0 <= t <= t1]
+    if len(beats) > 1:
+        result.driver_hz = round((len(beats) - 1) / (beats[-1] - beats[0]), 2)
+        result.driver_longest_gap_ms = round(float(np.max(np.diff(beats))) * 1e3, 1)
     result.steps = len(inside)
     result.achieved_hz = round(len(inside) / (t1 - t0), 2)
     if latencies:
