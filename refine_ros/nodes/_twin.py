@@ -12,11 +12,33 @@ from __future__ import annotations
 from typing import Any
 
 from builtin_interfaces.msg import Time
+from geometry_msgs.msg import TransformStamped
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool
 
 from refine_ros.params import Param, Unset
 from refine_ros.twin.realtime import DropoutPlan, Window
+
+# QoS of a driver's own topics, as the drivers the twins stand in for publish and read them
+COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+"""Commands: reliable, the newest one counts (as Servo and ackermann_mux read them)."""
+STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+"""Joint states, odometry, ERPM, status: reliable depth 10 (the drivers' default QoS)."""
+TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+"""/tf as tf2_ros's TransformBroadcaster publishes it."""
+TF_STATIC_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+"""/tf_static as tf2_ros's StaticTransformBroadcaster publishes it: late joiners get it."""
+
+
+def transform_message(t: Any, seconds: float) -> TransformStamped:
+    """A twin `Transform` (refine_ros/twin/frames.py) as a TransformStamped."""
+    msg = TransformStamped()
+    msg.header.stamp, msg.header.frame_id, msg.child_frame_id = stamp(seconds), t.parent, t.child
+    tr, q = msg.transform.translation, msg.transform.rotation
+    tr.x, tr.y, tr.z = t.pose.position
+    q.x, q.y, q.z, q.w = t.pose.orientation
+    return msg
 
 
 def dropout_parameters(sensors: tuple[str, ...]) -> dict[str, Param]:

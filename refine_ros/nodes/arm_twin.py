@@ -39,11 +39,10 @@ import time
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PointStamped, TransformStamped, TwistStamped
+from geometry_msgs.msg import PointStamped, TwistStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Int8
@@ -51,11 +50,16 @@ from std_srvs.srv import SetBool, Trigger
 
 from refine_ros.nodes._main import run_node
 from refine_ros.nodes._twin import (
+    COMMAND_QOS,
+    STATE_QOS,
+    TF_QOS,
+    TF_STATIC_QOS,
     SilenceLever,
     dropout_parameters,
     dropout_plans,
     now_s,
     stamp,
+    transform_message,
 )
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.twin.frames import Pose, Transform
@@ -103,28 +107,12 @@ PARAMETERS: dict[str, Param] = {
     **dropout_parameters(SENSORS),
 }
 
-TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-TF_STATIC_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                           durability=DurabilityPolicy.TRANSIENT_LOCAL)  # fmt: skip
-STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 
 def base_placement(position: Any, yaw: float) -> Pose:
     """The robot's base frame in the door scene: a position and a heading about z."""
     c, s = np.cos(yaw), np.sin(yaw)
     return Pose.of(position, np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]))
-
-
-def _transform(t: Any, seconds: float, parent: str | None = None, child: str | None = None) -> TransformStamped:
-    """A twin `Transform` as a TransformStamped (frames renamed where given)."""
-    msg = TransformStamped()
-    msg.header.stamp, msg.header.frame_id = stamp(seconds), parent or t.parent
-    msg.child_frame_id = child or t.child
-    tr, q = msg.transform.translation, msg.transform.rotation
-    tr.x, tr.y, tr.z = t.pose.position
-    q.x, q.y, q.z, q.w = t.pose.orientation
-    return msg
 
 
 class ArmTwinNode(Node):
@@ -318,8 +306,8 @@ class ArmTwinNode(Node):
         with self.lock:
             mount = next(t for t in self.twin.transforms() if t.child == self.camera)
         scene = Transform(self.base, self.config.base_frame, self.placement.inverse())
-        self.pub_tf_static.publish(self.TFMessage(transforms=[_transform(scene, now_s(self)),
-                                                              _transform(mount, now_s(self))]))
+        self.pub_tf_static.publish(self.TFMessage(transforms=[transform_message(scene, now_s(self)),
+                                                              transform_message(mount, now_s(self))]))
 
     def _tick(self) -> None:
         now = now_s(self)
@@ -339,15 +327,15 @@ class ArmTwinNode(Node):
                              velocity=[*js.velocity, 0.0])  # fmt: skip
             msg.header.stamp = stamp(js.stamp)
             self.pub_joints.publish(msg)
-            edges = [_transform(t, js.stamp) for t in readings.transforms or () if t.child != self.camera]
+            edges = [transform_message(t, js.stamp) for t in readings.transforms or () if t.child != self.camera]
             if self.ee != "hand":  # the tool frame sits at Meta-World's hand point
-                edges.append(_transform(Transform("hand", self.ee, Pose((0.0, 0.0, 0.0))), js.stamp))
+                edges.append(transform_message(Transform("hand", self.ee, Pose((0.0, 0.0, 0.0))), js.stamp))
             self.pub_tf.publish(self.TFMessage(transforms=edges))
         sighting = readings.marker
         if sighting is not None and sighting.visible and not self.silence("marker"):
             with self.lock:
                 edge = self.twin.marker_transform(sighting)
-            self.pub_tf.publish(self.TFMessage(transforms=[_transform(edge, readings.marker_stamp)]))
+            self.pub_tf.publish(self.TFMessage(transforms=[transform_message(edge, readings.marker_stamp)]))
 
     def _publish_target(self, now: float) -> None:
         with self.lock:

@@ -34,21 +34,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from geometry_msgs.msg import TransformStamped, Twist
+from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from refine_ros.nodes._main import run_node
 from refine_ros.nodes._twin import (
+    COMMAND_QOS,
+    STATE_QOS,
+    TF_QOS,
+    TF_STATIC_QOS,
     SilenceLever,
     dropout_parameters,
     dropout_plans,
     now_s,
     stamp,
+    transform_message,
 )
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 
@@ -88,20 +93,6 @@ PARAMETERS: dict[str, Param] = {
     **dropout_parameters(SENSORS),
 }
 
-STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-TF_STATIC_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                           durability=DurabilityPolicy.TRANSIENT_LOCAL)  # fmt: skip
-
-
-def _transform(t: Any, seconds: float) -> TransformStamped:
-    msg = TransformStamped()
-    msg.header.stamp, msg.header.frame_id, msg.child_frame_id = stamp(seconds), t.parent, t.child
-    tr, q = msg.transform.translation, msg.transform.rotation
-    tr.x, tr.y, tr.z = t.pose.position
-    q.x, q.y, q.z, q.w = t.pose.orientation
-    return msg
 
 
 class CarTwinNode(Node):
@@ -155,7 +146,7 @@ class CarTwinNode(Node):
         self.pub_truth = self.create_publisher(Float64MultiArray, "~/simulator_tiles", qos_profile_sensor_data)
         self.pub_tf = self.create_publisher(TFMessage, "/tf", TF_QOS)
         tf_static = self.create_publisher(TFMessage, "/tf_static", TF_STATIC_QOS)
-        tf_static.publish(TFMessage(transforms=[_transform(self.twin.camera_mount(), now_s(self))]))
+        tf_static.publish(TFMessage(transforms=[transform_message(self.twin.camera_mount(), now_s(self))]))
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_timer(1.0 / self.config.rate_hz, self._tick)
         self.get_logger().info(f"car twin up: track {self.config.track_seed}, {self.command_type} commands, "
@@ -207,7 +198,7 @@ class CarTwinNode(Node):
         msg.twist.twist.linear.x, msg.twist.twist.linear.y, msg.twist.twist.angular.z = o.vx, o.vy, o.yaw_rate
         self.pub_odom.publish(msg)
         if self.publish_tf:
-            self.pub_tf.publish(self.TFMessage(transforms=[_transform(self.twin.odom_transform(o), o.stamp)]))
+            self.pub_tf.publish(self.TFMessage(transforms=[transform_message(self.twin.odom_transform(o), o.stamp)]))
 
     def _publish_image(self, frame: Any) -> None:
         h, w = frame.image.shape[:2]
