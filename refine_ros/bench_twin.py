@@ -75,10 +75,14 @@ class Harness:
         self.truth: np.ndarray | None = None
         self.tiles: list[tuple[np.ndarray, np.ndarray]] = []  # (detected, simulator's) pairs
         self.heartbeats: list[float] = []  # arrivals of the twin's joint states / odometry
+        self.sensor_arrivals: list[float] = []  # the arm's marker sightings, the car's tiles
         if robot == "arm":
             from sensor_msgs.msg import JointState
+            from tf2_msgs.msg import TFMessage
 
             node.create_subscription(JointState, "/joint_states", self._on_heartbeat, qos.SENSOR)
+            handle = str(bridge.get("handle_frame", "door_handle"))
+            node.create_subscription(TFMessage, "/tf", lambda m: self._on_marker(m, handle), qos.TF)
         else:
             from nav_msgs.msg import Odometry
 
@@ -141,10 +145,17 @@ class Harness:
         with self.lock:
             self.heartbeats.append(time.monotonic())
 
+    def _on_marker(self, msg, handle: str) -> None:
+        if any(t.child_frame_id == handle for t in msg.transforms):
+            with self.lock:
+                self.sensor_arrivals.append(time.monotonic())
+
     def _on_truth(self, msg) -> None:
         self.truth = np.asarray(msg.data, dtype=float).reshape(12, 4)
 
     def _on_tiles(self, msg) -> None:
+        with self.lock:
+            self.sensor_arrivals.append(time.monotonic())
         if self.truth is not None and len(msg.data) == 48:
             with self.lock:
                 self.tiles.append((np.asarray(msg.data, dtype=float).reshape(12, 4), self.truth))
@@ -189,6 +200,11 @@ class RigResult:
     driver_hz: float = 0.0
     """The twin's heartbeat (joint states, odometry) as it arrived here, configured 50 Hz."""
     driver_longest_gap_ms: float = 0.0
+    sensor_longest_gap_ms: float = 0.0
+    """The longest silence of the slow sensor path as it arrived here: the arm's handle marker
+    (TF), the car's camera -> detector tiles."""
+    observation_longest_gap_ms: float = 0.0
+    """The longest silence of refine/observation in the episode: the watchdog's input."""
     steps: int = 0
     latency_ms: dict[str, float] = field(default_factory=dict)
     watchdog_trips: int = 0
@@ -293,6 +309,12 @@ def _rates(result: RigResult, harness: Harness, t0: float, t1: float) -> None:
     if len(beats) > 1:
         result.driver_hz = round((len(beats) - 1) / (beats[-1] - beats[0]), 2)
         result.driver_longest_gap_ms = round(float(np.max(np.diff(beats))) * 1e3, 1)
+        sensed = [t for t in harness.sensor_arrivals if t0 <= t <= t1]
+    if len(sensed) > 1:
+        result.sensor_longest_gap_ms = round(float(np.max(np.diff(sensed))) * 1e3, 1)
+    arrivals = sorted(inside.values())
+    if len(arrivals) > 1:
+        result.observation_longest_gap_ms = round(float(np.max(np.diff(arrivals))) * 1e3, 1)
     result.steps = len(inside)
     result.achieved_hz = round(len(inside) / (t1 - t0), 2)
     if latencies:
