@@ -378,8 +378,9 @@ def bench_twin(quick: bool = False, progress: bool = True) -> dict[str, Any]:
         out[f"twin_{robot}_watchdog_trips"] = nominal["watchdog_trips"]
         out[f"twin_{robot}_logger_gaps"] = nominal["logger_gaps"]
     tiles = detector_tile_error((0,), every=4 if quick else 2, max_steps=100 if quick else 1500, progress=False)
-    out["twin_car_detector_mean_abs_x_error"] = tiles["x"]["mean"]
+    out["twin_car_detector_x_mean_abs_deviation"] = tiles["x"]["mean"]
     out["twin_car_simulator_mean_abs_x"] = tiles["simulator_mean_abs_x"]
+    # (no key of this section ends in "_error": `refine bench` reads those as a failed section)
     out["twin_car_detector"] = {k: tiles[k] for k in ("x", "theta", "border_agreement", "not_found_fraction",
                                                       "frames")}  # fmt: skip
     return out
