@@ -20,7 +20,10 @@ Interfaces (defaults are what config/arm_real.yaml's bridge expects of a UR5e wi
   `gripper_joint` reading the opening in the same units as the goals (a Robotiq knuckle).
 - /tf: the arm's chain from `base_frame` to the tool frame `ee_frame`, stamped with the
   joint states; the marker tracker's camera -> `handle_frame` only while the tracker sees the
-  marker (the gripper hides it near the grasp); /tf_static: base -> the tracker's camera.
+  marker (the gripper hides it near the grasp); /tf_static: base -> the door scene's frame
+  (`base_position`, `base_yaw`: the scene placed where arm_real's workspace box expects a
+  UR5e's work) and the tracker's camera; `target_topic` (/door_target): the door's target in
+  the base frame, which the bridge reads under `driver:=twin`.
 
 Faults: per-sensor dropout windows and random dropouts (`dropouts.<joints|marker>.*`), sensor
 noise, a command latency, and `~/silence_joints` / `~/silence_marker` (std_srvs/SetBool) for an
