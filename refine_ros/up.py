@@ -88,6 +88,9 @@ class UpOptions:
     """Stop after this many seconds even if the run is not over."""
     processes: bool = False
     """Every node in its own process, started from its executable as `ros2 launch` does."""
+    twin: bool = False
+    """Real profiles only: the robot's physics twin stands in for its drivers (`driver:=twin`),
+    and the safety node's commands go to the twin (not a dry run)."""
     stop: threading.Event | None = None
     """Set from another thread to end a one-process run as Ctrl-C would: a program (or a test)
     that embeds `run_profile` in a thread can always take its nodes down again."""
@@ -122,6 +125,7 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
     overrides.update({"rviz": False, "robot_state_publisher": False, "keep_alive": False})
     if "dry_run" in declared:
         overrides["dry_run"] = not options.live
+    overrides.update(_twin_overrides(options, declared))
     profile = resolve_profile(name, overrides)
     nodes = {spec.name: spec for spec in profile.nodes}
     params = {spec.name: dict(spec.parameters) for spec in profile.nodes}
@@ -146,6 +150,17 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
         for s in profile.nodes
     )
     return dataclasses.replace(profile, nodes=specs)
+
+
+def _twin_overrides(options: UpOptions, declared: set[str]) -> dict[str, Any]:
+    """`--twin`: driver:=twin, and live, since the commands go to the twin (nothing reaches
+    hardware: the twin is what stands behind the bridge). A profile with no robot bridge is
+    refused by the driver seam (refine_ros/bringup/drivers.py)."""
+    if not options.twin:
+        return {}
+    if options.driver not in (None, "", "twin"):
+        raise ProfileError(f"--twin and --driver {options.driver} contradict each other; give one")
+    return {"driver": "twin", **({"dry_run": False} if "dry_run" in declared else {})}
 
 
 def _arguments(name: str):

@@ -627,7 +627,7 @@ def test_a_driver_adds_nodes_and_changes_the_profile_nodes_it_names(monkeypatch)
     monkeypatch.setitem(drivers.DRIVERS, "bench", "a test driver")
     monkeypatch.setattr(drivers, "driver_nodes", fake)
     profile = resolve_profile("arm_real", {"driver": "bench"}, check_modules=False)
-    assert [n.name for n in profile.nodes][-1] == "sim_node"
+    assert [n.name for n in profile.nodes][0] == "sim_node", "a driver's own nodes start first"
     assert profile.node("sim_node").parameters == {"task": "door_open", "real_time": True}
     bridge = profile.node("arm_bridge")
     assert bridge.parameters["max_speed"] == 0.2 and bridge.parameters["gripper_closed_position"] == 0.8

@@ -10,7 +10,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="measure speed figures side by side and print them")
     p.add_argument("--json", action="store_true", help="print one JSON object (default: key = value lines)")
     p.add_argument("--only", nargs="*", default=None,
-                   help="subset: envs sqlite il sandbox analysis rl parallel ros")
+                   help="subset: envs sqlite il sandbox analysis rl parallel ros twin")
     p.add_argument("--quick", action="store_true",
                    help="every benchmark at its smallest size: checks that each section runs (a test uses it); "
                         "the figures mean nothing")

@@ -21,10 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from refine_ros.bringup.arguments import LaunchArgument, ProfileError
+from refine_ros.twin_bringup import TWIN_DRIVERS
 
 DRIVERS: dict[str, str] = {
     "": "the profile's own: the simulator of a sim profile, the robot's driver stack behind the bridges of a "
         "real profile",
+    "hardware": "the same as unset, said out loud for a real profile",
+    "twin": "real profiles: the robot's physics twin (arm_twin, car_twin) stands where its drivers would be",
 }
 """Every driver choice and what it runs ('' is the default)."""
 
@@ -43,22 +46,32 @@ def driver_nodes(profile: Mapping[str, Any], driver: str) -> list[dict[str, Any]
     if driver not in DRIVERS:
         raise ProfileError(f"profile {profile.get('profile')!r}: unknown driver {driver!r}; drivers: "
                            + ", ".join(repr(name) for name in DRIVERS))
-    return []
+    if driver != "twin":
+        return []
+    bridges = [node["name"] for node in profile["nodes"] if node["name"] in TWIN_DRIVERS]
+    if not bridges:
+        raise ProfileError(f"profile {profile.get('profile')!r} has no robot bridge, so no hardware a twin could "
+                           "stand in for (driver:=twin is for arm_real, rc_car_real and their record_demo profiles)")
+    twins = [{"name": TWIN_DRIVERS[bridge].node} for bridge in bridges]
+    overrides = [{"name": bridge, "parameters": dict(TWIN_DRIVERS[bridge].bridge_overrides)} for bridge in bridges]
+    return twins + overrides
 
 
 def apply_driver(profile: dict[str, Any], driver: str | None) -> dict[str, Any]:
-    """`profile` with the nodes of `driver` merged in (a new mapping; the input is not changed)."""
+    """`profile` with the nodes of `driver` merged in (a new mapping; the input is not changed).
+    A driver's own nodes come first, so the robot's interfaces exist when the bridges start."""
     entries = driver_nodes(profile, driver or "")
     if not entries:
         return profile
     nodes = [dict(node) for node in profile["nodes"]]
     by_name = {node["name"]: node for node in nodes}
+    added: list[dict[str, Any]] = []
     for entry in entries:
         node = by_name.get(entry["name"])
         if node is None:
-            nodes.append(dict(entry))
+            added.append(dict(entry))
             continue
         for key in ("parameters", "from_arguments", "remappings"):
             if entry.get(key):
                 node[key] = {**(node.get(key) or {}), **entry[key]}
-    return {**profile, "nodes": nodes}
+    return {**profile, "nodes": added + nodes}

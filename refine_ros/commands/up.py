@@ -45,6 +45,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--processes", action="store_true",
                    help="every node in its own process, started from its executable as ros2 launch does")
+    p.add_argument("--twin", action="store_true",
+                   help="real profiles only: the robot's physics twin (arm_twin, car_twin) stands in for its "
+                   "drivers and takes the commands (driver:=twin, not a dry run); never on a graph where the "
+                   "robot's own drivers run")
     return p
 
 
@@ -58,7 +62,8 @@ def run(args) -> int:
     options = UpOptions(run_dir=args.run, analyst=args.analyst, transcript=args.transcript, max_rounds=args.max_rounds,
                         diagnostic_episodes=args.diagnostic_episodes, max_steps=args.max_steps, live=args.live, sets=args.set,
                         timeout_s=args.timeout, processes=args.processes, replay_mode=args.replay_mode,
-                        task_description=args.description, start_program=args.start, driver=args.driver)
+                        task_description=args.description, start_program=args.start, driver=args.driver,
+                        twin=args.twin)
     try:
         return run_profile(args.profile, options)
     except ProfileError as exc:

@@ -1,0 +1,410 @@
+"""The real profiles rehearsed on the physics twins, as on the robot: every node its own
+process over real DDS (the twin driver `arm_twin` / `car_twin` where the hardware's drivers
+would be, for the car the track detector on the twin's rendered camera, the profile's bridge
+and safety node live, the rollout logger), and in this process a harness that plays the
+learner (it answers every observation at once with the next action of a simple controller, so
+the time from observation to command is the graph's own) and the operator (episode start,
+confirmation, pulling a sensor's plug through the twin's `~/silence_<sensor>`).
+
+What one run measures (`run_rig`): the observation rate achieved against the bridge's
+configured rate; observation -> command latency through the safety node (the harness gets an
+observation, answers, and times the bridge's `refine/command_result` for that step: what the
+driver was sent); watchdog trips while the episode runs; the logger's gap events and the rows
+it stored; and, with a fault, whether the robot stopped and stayed stopped until confirmed.
+`bench_twin` adds the track detector's tile error on the twin camera next to the simulator's
+own tiles (refine_ros/twin/bench.py, no ROS).
+
+`python -m refine_ros.bench_twin [--robot arm] [--seconds 20] [--quick]` prints the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from refine_ros.bench_faults import (
+    BRIDGES,
+    Processes,
+    driver_topic,
+    exact_stop,
+    moving,
+    profile_parameters,
+)
+from refine_ros.bench_faults import (
+    Harness as FaultHarness,
+)
+from refine_ros.messages import REWARD_NAMES
+from refine_ros.twin_bringup import TWIN_DRIVERS
+
+TWIN_NODES = {robot: TWIN_DRIVERS[bridge].node for robot, bridge in BRIDGES.items()}
+TWIN_SENSORS = {"arm": "joints", "car": "odom"}
+"""The sensor whose plug a dropout run pulls: the driver's heartbeat (joint states, odometry)."""
+
+
+# ---- the harness ------------------------------------------------------------------------------
+class Harness:
+    """Learner and operator of one rig. Thread-safe records, read after the run."""
+
+    def __init__(self, context, robot: str, bridge: dict[str, Any]) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.node import Node
+        from std_msgs.msg import Float64MultiArray, String
+        from std_srvs.srv import SetBool, Trigger
+
+        from refine_ros import qos
+        from refine_ros.messages import pack_json, pack_step, pack_vector, step_type, unpack_vector
+
+        self.robot = robot
+        self.node = node = Node("twin_harness", context=context)
+        self.pack_vector, self.pack_json, self.unpack = pack_vector, pack_json, unpack_vector
+        self.pack_step = pack_step
+        self.lock = threading.Lock()
+        self.episode: int | None = None  # answering observations of this episode
+        self.observed: dict[tuple[int, int], float] = {}  # (episode, step) -> arrival
+        self.results: dict[tuple[int, int], tuple[float, float]] = {}  # -> (arrival, halted)
+        self.commands: list[tuple[float, Any]] = []
+        self.status: list[tuple[float, dict[str, str]]] = []
+        self.observations = 0
+        self.truth: np.ndarray | None = None
+        self.tiles: list[tuple[np.ndarray, np.ndarray]] = []  # (detected, simulator's) pairs
+        self.heartbeats: list[float] = []  # arrivals of the twin's joint states / odometry
+        self.sensor_arrivals: list[float] = []  # the arm's marker sightings, the car's tiles
+        if robot == "arm":
+            from sensor_msgs.msg import JointState
+            from tf2_msgs.msg import TFMessage
+
+            node.create_subscription(JointState, "/joint_states", self._on_heartbeat, qos.SENSOR)
+            handle = str(bridge.get("handle_frame", "door_handle"))
+            node.create_subscription(TFMessage, "/tf", lambda m: self._on_marker(m, handle), qos.TF)
+        else:
+            from nav_msgs.msg import Odometry
+
+            node.create_subscription(Odometry, "/odom", self._on_heartbeat, qos.SENSOR)
+        kind, topic = driver_topic(robot, bridge)
+        node.create_subscription(kind, topic, self._on_command, qos.LOG)
+        node.create_subscription(step_type(), "refine/observation", self._on_observation, qos.CONTROL)
+        node.create_subscription(Float64MultiArray, "refine/command_result", self._on_result, qos.LOG)
+        node.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
+        if robot == "car":
+            node.create_subscription(Float64MultiArray, "track/tiles", self._on_tiles, qos.SENSOR)
+            node.create_subscription(Float64MultiArray, "car_twin/simulator_tiles", self._on_truth, qos.SENSOR)
+        self.pub_action = node.create_publisher(Float64MultiArray, "refine/action", qos.CONTROL)
+        self.pub_reward = node.create_publisher(step_type(), "refine/reward", qos.CONTROL)
+        self.pub_events = node.create_publisher(String, "refine/episode_events", qos.LATCHED)
+        self.confirm_client = node.create_client(Trigger, "safety/confirm_episode")
+        self.silence_client = node.create_client(SetBool, f"{TWIN_NODES[robot]}/silence_{TWIN_SENSORS[robot]}")
+        self.Trigger, self.SetBool = Trigger, SetBool
+
+    # -- the learner -----------------------------------------------------------------------
+    def action(self, values: np.ndarray) -> tuple[float, ...]:
+        """A simple controller, as a program would be: the arm circles its hand slowly with
+        the gripper open; the car follows the road from the observed tiles at low speed."""
+        if self.robot == "arm":
+            phase = 2.0 * math.pi * time.monotonic() / 4.0
+            return (0.3 * math.cos(phase), 0.3 * math.sin(phase), 0.0, 1.0)
+        tiles = np.asarray(values[:48]).reshape(12, 4)
+        x, theta = float(tiles[3, 0]), float(tiles[3, 2])
+        steer = float(np.clip(3.0 * x - 1.5 * theta, -1.0, 1.0))  # left of centre: steer right
+        return (steer, 0.2, 0.0)
+
+    def _on_observation(self, msg) -> None:
+        v = self.unpack(msg)
+        episode, step, values = v.episode, v.step, v.values
+        now = time.monotonic()
+        with self.lock:
+            self.observations += 1
+            if episode != self.episode:
+                return
+            self.observed[(episode, step)] = now
+        self.pub_action.publish(self.pack_vector(episode, step, self.action(np.asarray(values)), label="policy"))
+        self.pub_reward.publish(self.pack_step(episode, step, REWARD_NAMES, [0.0, 0.0, 0.0]))
+
+    def _on_result(self, msg) -> None:
+        v = self.unpack(msg)
+        episode, step, values = v.episode, v.step, v.values
+        with self.lock:
+            self.results.setdefault((episode, step), (time.monotonic(), float(values[0])))
+
+    def _on_command(self, msg) -> None:
+        with self.lock:
+            self.commands.append((time.monotonic(), msg))
+
+    def _on_status(self, msg) -> None:
+        if msg.status:
+            with self.lock:
+                self.status.append((time.monotonic(), {kv.key: kv.value for kv in msg.status[0].values}))
+
+    def _on_heartbeat(self, _msg) -> None:
+        with self.lock:
+            self.heartbeats.append(time.monotonic())
+
+    def _on_marker(self, msg, handle: str) -> None:
+        if any(t.child_frame_id == handle for t in msg.transforms):
+            with self.lock:
+                self.sensor_arrivals.append(time.monotonic())
+
+    def _on_truth(self, msg) -> None:
+        self.truth = np.asarray(msg.data, dtype=float).reshape(12, 4)
+
+    def _on_tiles(self, msg) -> None:
+        with self.lock:
+            self.sensor_arrivals.append(time.monotonic())
+        if self.truth is not None and len(msg.data) == 48:
+            with self.lock:
+                self.tiles.append((np.asarray(msg.data, dtype=float).reshape(12, 4), self.truth))
+
+    # -- the operator ----------------------------------------------------------------------
+    call = FaultHarness.call  # a service call answered while the spinner thread spins
+
+    def start_episode(self, episode: int) -> None:
+        self.pub_events.publish(self.pack_json({"event": "start", "episode": episode, "round": 0,
+                                                "kind": "diagnostic", "seed": 0}))  # fmt: skip
+        with self.lock:
+            self.episode = episode
+
+    def end_episode(self, episode: int) -> None:
+        with self.lock:
+            self.episode = None
+            last = max((s for e, s in self.observed if e == episode), default=-1)
+        if last >= 0:
+            self.pub_reward.publish(self.pack_step(episode, last, REWARD_NAMES, [0.0, 1.0, 0.0]))
+        self.pub_events.publish(self.pack_json({"event": "end", "episode": episode, "metric": 0.0,
+                                                "source": "twin rehearsal"}))  # fmt: skip
+
+    def confirm(self) -> bool:
+        return bool(self.call(self.confirm_client, self.Trigger.Request()).success)
+
+    def silence(self, on: bool) -> None:
+        self.call(self.silence_client, self.SetBool.Request(data=on))
+
+    def trips(self, since: float, until: float) -> int:
+        """Watchdog trips counted by the safety node between two times."""
+        with self.lock:
+            counts = [int(v["watchdog_trips"]) for t, v in self.status if since <= t <= until and "watchdog_trips" in v]
+        return (max(counts) - min(counts)) if counts else 0
+
+
+# ---- one run -----------------------------------------------------------------------------------
+@dataclass
+class RigResult:
+    robot: str
+    configured_hz: float = 0.0
+    achieved_hz: float = 0.0
+    driver_hz: float = 0.0
+    """The twin's heartbeat (joint states, odometry) as it arrived here, configured 50 Hz."""
+    driver_longest_gap_ms: float = 0.0
+    sensor_longest_gap_ms: float = 0.0
+    """The longest silence of the slow sensor path as it arrived here: the arm's handle marker
+    (TF), the car's camera -> detector tiles."""
+    observation_longest_gap_ms: float = 0.0
+    """The longest silence of refine/observation in the episode: the watchdog's input."""
+    steps: int = 0
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    watchdog_trips: int = 0
+    logger_rows: int = 0
+    logger_gaps: int = 0
+    dropout: dict[str, Any] = field(default_factory=dict)
+    detector: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+
+def start_rig(procs: Processes, robot: str, workdir: Path, twin: dict[str, Any] | None = None,
+              logger: bool = True) -> dict[str, Any]:
+    """The twin, (car: the track detector), the bridge, the live safety node and (`logger`) the
+    rollout logger; returns the bridge's parameters."""
+    bridge = {**profile_parameters(robot, BRIDGES[robot]), **TWIN_DRIVERS[BRIDGES[robot]].bridge_overrides}
+    safety = {**profile_parameters(robot, "safety_node"), "dry_run": False}
+    node = TWIN_NODES[robot]
+    procs.start("twin", ["-m", f"refine_ros.nodes.{node}"], twin or {}, node=node)
+    if robot == "car":
+        procs.start("detector", ["-m", "refine_ros.nodes.track_detector"],
+                    profile_parameters(robot, "track_detector"), node="track_detector")  # fmt: skip
+    procs.start("bridge", ["-m", f"refine_ros.nodes.{BRIDGES[robot]}"], bridge, node=BRIDGES[robot])
+    procs.start("safety", ["-m", "refine_ros.nodes.safety_node"], safety, node="safety_node")
+    if logger:
+        procs.start("logger", ["-m", "refine_ros.nodes.rollout_logger"],
+                    {**profile_parameters(robot, "rollout_logger"), "run_dir": str(workdir / "run")},
+                    node="rollout_logger")  # fmt: skip
+    return bridge
+
+
+def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 10.0, dropout_at: float | None = None,
+            dropout_s: float = 1.0, twin: dict[str, Any] | None = None, logger: bool = True,
+            startup_s: float = 90.0) -> RigResult:
+    """One episode of `seconds` on the twin. With `dropout_at` (seconds into the episode) the
+    driver's heartbeat sensor is silenced for `dropout_s`, then restored without confirming:
+    `dropout` says whether the robot stopped, how soon, and whether it stayed stopped."""
+    import rclpy
+    from rclpy.context import Context
+
+    from refine_ros.bench import count_logged
+    from refine_ros.spin import NodeSpinner
+
+    result = RigResult(robot)
+    procs = Processes(env, workdir)
+    bridge = start_rig(procs, robot, workdir, twin, logger)
+    result.configured_hz = float(bridge.get("observation_rate", 50.0))
+    context = Context()
+    rclpy.init(context=context)
+    harness = Harness(context, robot, bridge)
+    spinner = NodeSpinner([harness.node], context).start()
+    try:
+        from refine_ros.bench import wait_for
+
+        if not wait_for(lambda: harness.observations > 20 and harness.confirm_client.service_is_ready(), startup_s):
+            raise RuntimeError(f"the rig never came up ({harness.observations} observations): "
+                               + " | ".join(f"{n}: {procs.output(n)[-300:]}" for n in procs.running))
+        harness.start_episode(1)
+        time.sleep(0.3)
+        if not harness.confirm():
+            raise RuntimeError("confirmation refused")
+        t0 = time.monotonic()
+        if dropout_at is None:
+            time.sleep(seconds)
+        else:
+            time.sleep(dropout_at)
+            t_fault = time.monotonic()
+            harness.silence(True)
+            time.sleep(dropout_s)
+            t_back = time.monotonic()
+            harness.silence(False)
+            time.sleep(max(0.0, seconds - dropout_at - dropout_s))
+        t1 = time.monotonic()
+        harness.end_episode(1)
+        result.watchdog_trips = harness.trips(t0, t1)
+        _rates(result, harness, t0, t1)
+        if dropout_at is not None:
+            result.dropout = _dropout(robot, harness.commands, t_fault, t_back, t1)
+        if robot == "car":
+            result.detector = _detector(harness.tiles)
+        if logger:
+            wait_for(lambda: count_logged(workdir / "run", episode=1)[2], 20.0)
+    except Exception as exc:  # noqa: BLE001 - a rig that fails is reported, never a crash of the bench
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        spinner.stop()
+        harness.node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        codes = procs.stop_all()
+    rows, gaps, _complete = count_logged(workdir / "run", episode=1)
+    result.logger_rows, result.logger_gaps = rows, gaps
+    crashed = {n: c for n, c in codes.items() if c not in (0, -2)}
+    if crashed and result.error is None:
+        result.error = f"processes ended badly: {crashed}: " + " | ".join(procs.output(n)[-400:] for n in crashed)
+    return result
+
+
+def _rates(result: RigResult, harness: Harness, t0: float, t1: float) -> None:
+    with harness.lock:
+        inside = {k: t for k, t in harness.observed.items() if t0 <= t <= t1}
+        latencies = [(harness.results[k][0] - t) * 1e3 for k, t in inside.items() if k in harness.results]
+        beats = [t for t in harness.heartbeats if t0 <= t <= t1]
+    if len(beats) > 1:
+        result.driver_hz = round((len(beats) - 1) / (beats[-1] - beats[0]), 2)
+        result.driver_longest_gap_ms = round(float(np.max(np.diff(beats))) * 1e3, 1)
+        sensed = [t for t in harness.sensor_arrivals if t0 <= t <= t1]
+    if len(sensed) > 1:
+        result.sensor_longest_gap_ms = round(float(np.max(np.diff(sensed))) * 1e3, 1)
+    arrivals = sorted(inside.values())
+    if len(arrivals) > 1:
+        result.observation_longest_gap_ms = round(float(np.max(np.diff(arrivals))) * 1e3, 1)
+    result.steps = len(inside)
+    result.achieved_hz = round(len(inside) / (t1 - t0), 2)
+    if latencies:
+        result.latency_ms = {"p50": round(float(np.percentile(latencies, 50)), 2),
+                             "p99": round(float(np.percentile(latencies, 99)), 2),
+                             "max": round(float(np.max(latencies)), 2), "answered": len(latencies)}  # fmt: skip
+
+
+def _dropout(robot: str, commands: list[tuple[float, Any]], t_fault: float, t_back: float, t_end: float) -> dict:
+    """Did the robot stop after the plug was pulled, and stay stopped after it came back
+    (no confirmation was given)?"""
+    after = [(t, m) for t, m in commands if t >= t_fault]
+    stops = [t for t, m in after if exact_stop(robot, m)]
+    resumed = [t for t, m in after if t > t_back + 0.3 and moving(robot, m)]
+    last = after[-1][1] if after else None
+    return {"stop_latency_s": round(stops[0] - t_fault, 3) if stops else None,
+            "resumed_without_confirmation": bool(resumed),
+            "last_command_is_stop": bool(last is not None and exact_stop(robot, last)),
+            "commands_after_fault": len(after)}  # fmt: skip
+
+
+def _detector(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """Lateral offset (tile x) of the detector's tiles against the simulator's, over DDS."""
+    if not pairs:
+        return {"frames": 0}
+    detected = np.array([d for d, _ in pairs])
+    truth = np.array([t for _, t in pairs])
+    return {"frames": len(pairs), "mean_abs_x_error": round(float(np.abs(detected[..., 0] - truth[..., 0]).mean()), 4),
+            "simulator_mean_abs_x": round(float(np.abs(truth[..., 0]).mean()), 4)}
+
+
+# ---- the bench section -------------------------------------------------------------------------
+def bench_twin(quick: bool = False, progress: bool = True) -> dict[str, Any]:
+    """`refine bench` section `twin`: per robot a nominal episode on its twin (rate, latency,
+    trips, gaps) and one with the driver's heartbeat pulled for a second; the detector's tile
+    error on the twin's rendered camera, without ROS, next to the simulator's. `quick`: three
+    seconds of the nominal episodes only, one short detector drive; figures meaningless."""
+    from tqdm import tqdm
+
+    from refine_ros.bench import ros_env
+    from refine_ros.twin.bench import detector_tile_error
+
+    env = {**ros_env(), "PYTHONUNBUFFERED": "1"}
+    seconds = 3.0 if quick else 30.0
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="refine_twin_") as tmp:
+        runs = [(robot, fault) for robot in TWIN_NODES for fault in ((False,) if quick else (False, True))]
+        for robot, fault in tqdm(runs, desc="twin rehearsal", disable=not progress, leave=False):
+            workdir = Path(tmp) / f"{robot}_{'dropout' if fault else 'nominal'}"
+            workdir.mkdir()
+            r = run_rig(robot, env, workdir, seconds=seconds if not fault else 4.0,
+                        dropout_at=1.5 if fault else None)  # fmt: skip
+            key = f"twin_{robot}_{'dropout' if fault else 'nominal'}"
+            out[key] = {k: v for k, v in r.__dict__.items() if k != "robot" and v not in ({}, None)}
+    for robot in TWIN_NODES:
+        nominal = out[f"twin_{robot}_nominal"]
+        if "error" in nominal:
+            continue
+        out[f"twin_{robot}_rate_fraction"] = round(nominal["achieved_hz"] / nominal["configured_hz"], 3)
+        out[f"twin_{robot}_latency_p99_ms"] = nominal.get("latency_ms", {}).get("p99")
+        out[f"twin_{robot}_watchdog_trips"] = nominal["watchdog_trips"]
+        out[f"twin_{robot}_logger_gaps"] = nominal["logger_gaps"]
+    tiles = detector_tile_error((0,), every=4 if quick else 2, max_steps=100 if quick else 1500, progress=False)
+    out["twin_car_detector_x_mean_abs_deviation"] = tiles["x"]["mean"]
+    out["twin_car_simulator_mean_abs_x"] = tiles["simulator_mean_abs_x"]
+    # (no key of this section ends in "_error": `refine bench` reads those as a failed section)
+    out["twin_car_detector"] = {k: tiles[k] for k in ("x", "theta", "border_agreement", "not_found_fraction",
+                                                      "frames")}  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", choices=list(TWIN_NODES), help="one rig run on this robot (default: the section)")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--dropout-at", type=float, default=None, help="seconds into the episode")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if args.robot is None:
+        print(json.dumps(bench_twin(quick=args.quick), indent=2))
+        return
+    from refine_ros.bench import ros_env
+
+    with tempfile.TemporaryDirectory(prefix="refine_twin_") as tmp:
+        r = run_rig(args.robot, {**ros_env(), "PYTHONUNBUFFERED": "1"}, Path(tmp), seconds=args.seconds,
+                    dropout_at=args.dropout_at)  # fmt: skip
+    print(json.dumps(r.__dict__, indent=2))
+
+
+if __name__ == "__main__":
+    main()
