@@ -10,7 +10,8 @@ defaults; `refine_ros.graph` implements the same two interfaces over DDS.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -102,7 +103,10 @@ class LocalFitter:
     source: str | None = None
     """Fit only a demonstration from this source (a robot: `teleop (<robot>)`); None: any."""
 
-    def fit(self, program: str, demo: Demonstration) -> FitOutcome:
+    def fit(self, program: str, demo: Demonstration, *, on_epoch: Callable[[int, int], None] | None = None,
+            cancel: threading.Event | None = None) -> FitOutcome:
+        """`on_epoch` and `cancel` go to the sandboxed fit (`fit_in_sandbox`): the learner node
+        reports epochs as action feedback and stops a fit whose goal was cancelled."""
         outcome = FitOutcome(program=program)
         if not program:
             outcome.error = "empty program"
@@ -117,7 +121,7 @@ class LocalFitter:
             return outcome
         fit = fit_in_sandbox(program, self.task.spec.name, demo.inputs, demo.actions, self.il,
                              timeout_s=self.timeout_s, validation_s=self.validation_s,
-                             allow_weak_isolation=self.allow_weak_isolation)
+                             allow_weak_isolation=self.allow_weak_isolation, on_epoch=on_epoch, cancel=cancel)
         if fit.status != "ok" or fit.weights is None:
             outcome.error = fit.error or f"sandboxed fit ended with status {fit.status}"
             return outcome

@@ -53,36 +53,40 @@ def _profile(run_dir: Path):
 
 
 class _Driver:
-    """Stands in for the analysis node: one rollout request, its answer, a logger flush."""
+    """Stands in for the analysis node: one rollout goal, its result, a logger flush."""
 
     def __init__(self, context) -> None:
+        from rclpy.action import ActionClient
         from rclpy.node import Node
-        from std_msgs.msg import String
         from std_srvs.srv import Trigger
 
-        from refine_ros import protocol, qos
+        from refine_ros import protocol
+        from refine_ros_interfaces.action import RunRollout
 
         self.node = Node("bench_graph_driver", context=context)
-        self.publisher = self.node.create_publisher(String, protocol.ROLLOUT_REQUEST, qos.REQUEST)
+        self.client = ActionClient(self.node, RunRollout, protocol.ROLLOUT_ACTION)
         self.answer: dict[str, Any] | None = None
         self.arrived = threading.Event()
-        self.node.create_subscription(String, protocol.ROLLOUT_RESULT, self._on_result, qos.REQUEST)
         self.flush = self.node.create_client(Trigger, "logger/flush")
 
-    def _on_result(self, msg) -> None:
-        self.answer = json.loads(msg.data)
-        self.arrived.set()
-
-    def ready(self) -> bool:
+    def send(self, goal) -> None:
         from refine_ros import protocol
 
+        def on_result(future) -> None:
+            self.answer = protocol.read_rollout_result(future.result().result)
+            self.arrived.set()
+
+        sent = self.client.send_goal_async(goal)
+        sent.add_done_callback(lambda f: f.result().get_result_async().add_done_callback(on_result))
+
+    def ready(self) -> bool:
         node = self.node
-        return (node.count_subscribers(protocol.ROLLOUT_REQUEST) >= 1 and node.count_publishers("refine/observation") >= 1
+        return (self.client.server_is_ready() and node.count_publishers("refine/observation") >= 1
                 and node.count_subscribers("refine/action") >= 2 and node.count_subscribers("refine/observation") >= 2
                 and self.flush.service_is_ready())
 
 
-def _request(run_id: int, episodes: int, max_steps: int) -> str:
+def _goal(run_id: int, episodes: int, max_steps: int) -> Any:
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
@@ -92,12 +96,11 @@ def _request(run_id: int, episodes: int, max_steps: int) -> str:
     task = get_task("car_racing")
     plan = [PlannedEpisode("diagnostic", i, seed) for i, seed in enumerate(task.spec.selection_seeds[:episodes])]
     bundle = PolicyBundle(starter_program("car_racing"), {})
-    return json.dumps(protocol.rollout_request(7, run_id, 0, bundle, plan, mode="mean", max_steps=max_steps))
+    return protocol.rollout_goal(run_id, 0, bundle, plan, mode="mean", max_steps=max_steps)
 
 
-def _drive(driver: _Driver, run_id: int, episodes: int, max_steps: int,
+def _drive(driver: _Driver, run_dir: Path, run_id: int, episodes: int, max_steps: int,
            timeout_s: float = 600.0) -> tuple[int, float]:
-    from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
     deadline = time.monotonic() + 60.0
@@ -107,7 +110,7 @@ def _drive(driver: _Driver, run_id: int, episodes: int, max_steps: int,
         time.sleep(0.1)
     time.sleep(0.5)  # latched columns and events settle before the first step
     start = time.perf_counter()
-    driver.publisher.publish(String(data=_request(run_id, episodes, max_steps)))
+    driver.send(_goal(run_id, episodes, max_steps))
     if not driver.arrived.wait(timeout_s):
         raise TimeoutError("no rollout result")
     seconds = time.perf_counter() - start
@@ -115,10 +118,15 @@ def _drive(driver: _Driver, run_id: int, episodes: int, max_steps: int,
     errors = [e["error"] for e in driver.answer["episodes"] if e.get("error")]
     if errors:
         raise RuntimeError(f"episodes failed: {errors}")
-    done = threading.Event()
-    future = driver.flush.call_async(Trigger.Request())
-    future.add_done_callback(lambda _f: done.set())
-    done.wait(60.0)
+    deadline = time.monotonic() + 60.0  # the result can overtake the last steps: flush until all are in
+    while time.monotonic() < deadline:
+        done = threading.Event()
+        future = driver.flush.call_async(Trigger.Request())
+        future.add_done_callback(lambda _f, event=done: event.set())
+        done.wait(max(0.1, deadline - time.monotonic()))
+        if _count(run_dir, run_id)[0] >= steps:
+            break
+        time.sleep(0.2)
     return steps, seconds
 
 
@@ -156,7 +164,7 @@ def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int =
     try:
         graph.start()
         spin.start()
-        steps, seconds = _drive(driver, run_id, episodes, max_steps)
+        steps, seconds = _drive(driver, run_dir, run_id, episodes, max_steps)
     finally:
         graph.stop()
         executor.shutdown(timeout_sec=5.0)
@@ -186,7 +194,7 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
             nodes.append(driver.node)
             spinner = NodeSpinner(nodes, context)
             spinner.start()
-            steps, seconds = _drive(driver, run_id, episodes, max_steps)
+            steps, seconds = _drive(driver, run_dir, run_id, episodes, max_steps)
     finally:
         if spinner is not None:
             spinner.stop()

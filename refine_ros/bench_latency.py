@@ -130,16 +130,16 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: 
 
 def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observations: list[list[float]]):
     import rclpy
+    from rclpy.action import ActionClient
     from rclpy.parameter import Parameter
-    from std_msgs.msg import String
 
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
-    from refine_ros import protocol, qos
-    from refine_ros.messages import pack_json
+    from refine_ros import protocol
     from refine_ros.nodes.learner_node import LearnerNode
     from refine_ros.up import make_executor
+    from refine_ros_interfaces.action import RunRollout
 
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -159,10 +159,12 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
                 threads.append(threading.Thread(target=spinner.spin, daemon=True))
                 threads[-1].start()
             source = starter_program("door_open")
-            publisher = probe.create_publisher(String, protocol.ROLLOUT_REQUEST, qos.REQUEST)
+            client = ActionClient(probe, RunRollout, protocol.ROLLOUT_ACTION)
+            if not client.wait_for_server(timeout_sec=30.0):
+                raise TimeoutError(f"no {protocol.ROLLOUT_ACTION} server within 30 s")
             plan = [PlannedEpisode("diagnostic", 0, 200)]
-            publisher.publish(pack_json(protocol.rollout_request(1, 1, 0, PolicyBundle(source, {}), plan,
-                                                                 mode="mean", max_steps=steps)))
+            client.send_goal_async(protocol.rollout_goal(1, 0, PolicyBundle(source, {}), plan, mode="mean",
+                                                         max_steps=steps))
             finished = probe.done.wait(seconds * 4 + 30)
             samples = np.array(sorted(probe.latency_ms.values()))
     finally:

@@ -7,34 +7,36 @@ the two interfaces `refine_core.backends` defines. So there is one implementatio
 method, and a run through the graph leaves the rows a local run leaves.
 
 Waiting: `refine()` runs on the analysis node's worker thread and blocks in `fit` / `run`
-until the learner's answer arrives on a latched topic (an event, no polling). The wait has no
-fixed deadline (a robot episode waits for an operator), but it ends with a `GraphError` when
-the learner disappears from the graph or the node shuts down.
+until the learner's action result arrives (an event, no polling; a learner that starts late is
+waited for). The wait has no fixed deadline (a robot episode waits for an operator), but it
+ends with a `GraphError` when the learner disappears from the graph or the node shuts down
+(the goal is cancelled then). A fit cancelled by a person (`ros2 action`, see
+docs/ROS_INTERFACES.md) is a failed fit the analyst is told about; a cancelled rollout ends
+the run with that reason.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from refine_core.backends import FitOutcome, Rollouts, group_metrics
 from refine_core.policy.bundle import PolicyBundle
-from refine_core.policy.contract import InfoSchema
 from refine_core.rollout.demo import Demonstration
 from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import EpisodeRecord
-from refine_ros import protocol, qos
-from refine_ros.messages import pack_json
+from refine_ros import protocol
+from refine_ros_interfaces.action import FitProgram, RunRollout
 
 GONE_AFTER_S = 30.0
 """How long the learner may be absent from the graph before a wait gives up."""
@@ -46,60 +48,59 @@ class GraphError(RuntimeError):
 
 
 class LearnerLink:
-    """The analysis node's end of the protocol: publish a request, wait for its answer."""
+    """The analysis node's end of the two actions: send a goal, wait for its result."""
 
     def __init__(self, node: Node, closing: threading.Event) -> None:
         self.node = node
         self.closing = closing
         group = ReentrantCallbackGroup()
-        self._pubs = {topic: node.create_publisher(String, topic, qos.REQUEST)
-                      for topic in (protocol.FIT_REQUEST, protocol.ROLLOUT_REQUEST)}
-        self._answers: dict[tuple[str, int], dict] = {}
-        self._arrived = threading.Condition()
-        for topic in (protocol.FIT_RESULT, protocol.ROLLOUT_RESULT):
-            node.create_subscription(String, topic, lambda msg, t=topic: self._on_answer(t, msg), qos.REQUEST,
-                                     callback_group=group)
+        self.fit_client = ActionClient(node, FitProgram, protocol.FIT_ACTION, callback_group=group)
+        self.rollout_client = ActionClient(node, RunRollout, protocol.ROLLOUT_ACTION, callback_group=group)
         self.flush_client = node.create_client(Trigger, "logger/flush", callback_group=group)
-        self._next = int(time.time() * 1000) % 1_000_000_000  # unique across restarts of this node
 
-    def next_request(self) -> int:
-        self._next += 1
-        return self._next
-
-    def _on_answer(self, topic: str, msg: String) -> None:
+    def ask(self, client: ActionClient, goal: Any, what: str, feedback: Callable[[Any], None] | None = None
+            ) -> tuple[int, Any]:
+        """Send `goal` and block until its result: (GoalStatus status, result message)."""
+        self._wait(None, client, what)
+        sent = client.send_goal_async(goal, feedback_callback=feedback and (lambda msg: feedback(msg.feedback)))
+        self._wait(sent, client, what)
+        handle = sent.result()
+        if handle is None or not handle.accepted:
+            raise GraphError(f"the learner refused the goal to {what}")
+        result = handle.get_result_async()
         try:
-            payload = json.loads(msg.data)
-            request = int(payload["request"])
-        except (ValueError, KeyError, TypeError) as exc:
-            self.node.get_logger().error(f"ignored a malformed message on {topic}: {exc}")
-            return
-        with self._arrived:
-            self._answers[(topic, request)] = payload
-            self._arrived.notify_all()
+            self._wait(result, client, what)
+        except GraphError:
+            handle.cancel_goal_async()  # the learner stops what nobody will read
+            raise
+        answer = result.result()
+        return int(answer.status), answer.result
 
-    def ask(self, request_topic: str, answer_topic: str, payload: dict, what: str) -> dict:
-        """Publish `payload` and block until the learner answers it."""
-        key = (answer_topic, int(payload["request"]))
-        self._pubs[request_topic].publish(pack_json(payload))
-        absent_since = None
-        last_note = time.monotonic()
-        with self._arrived:
-            while key not in self._answers:
-                if self.closing.is_set():
-                    raise GraphError(f"shutting down while waiting for the learner to {what}")
-                self._arrived.wait(1.0)
-                now = time.monotonic()
-                if self.node.count_publishers(answer_topic) == 0:
-                    absent_since = absent_since or now
-                    if now - absent_since > GONE_AFTER_S:
-                        raise GraphError(f"no learner on the graph for {GONE_AFTER_S:g} s while waiting for it "
-                                         f"to {what} (is learner_node running?)")
-                else:
-                    absent_since = None
-                if now - last_note > 60.0:
-                    last_note = now
-                    self.node.get_logger().info(f"still waiting for the learner to {what}")
-            return self._answers.pop(key)
+    def _wait(self, future: Any, client: ActionClient, what: str) -> None:
+        """Until `future` is done (None: until the learner's action server is up), the node
+        shuts down, or the learner has been gone for GONE_AFTER_S."""
+        arrived = threading.Event()
+        if future is not None:
+            future.add_done_callback(lambda _f: arrived.set())
+        absent_since, last_note = None, time.monotonic()
+        while not (future.done() if future is not None else client.server_is_ready()):
+            if self.closing.is_set():
+                raise GraphError(f"shutting down while waiting for the learner to {what}")
+            if future is None:
+                client.wait_for_server(timeout_sec=1.0)
+            else:
+                arrived.wait(1.0)
+            now = time.monotonic()
+            if client.server_is_ready():
+                absent_since = None
+            else:
+                absent_since = absent_since or now
+                if now - absent_since > GONE_AFTER_S:
+                    raise GraphError(f"no learner on the graph for {GONE_AFTER_S:g} s while waiting for it "
+                                     f"to {what} (is learner_node running?)")
+            if now - last_note > 60.0:
+                last_note = now
+                self.node.get_logger().info(f"still waiting for the learner to {what}")
 
     def flush_logger(self, timeout_s: float) -> str | None:
         """Ask the rollout logger to commit everything it has; None when it confirmed."""
@@ -120,19 +121,25 @@ class GraphFitter:
 
     link: LearnerLink
     run_id: Callable[[], int]
+    log: Callable[[str], None] = print
+    note_every_s: float = 15.0
 
     def fit(self, program: str, demo: Demonstration) -> FitOutcome:
-        request = self.link.next_request()
-        answer = protocol.parse_fit_result(self.link.ask(
-            protocol.FIT_REQUEST, protocol.FIT_RESULT, protocol.fit_request(request, self.run_id(), program),
-            "fit a program"))
-        if not answer["ok"]:
-            return FitOutcome(program=program, error=str(answer.get("error") or "the learner's fit failed"))
-        info = answer.get("info_schema") or {}
-        return FitOutcome(program=program, bundle=protocol.decode_bundle(answer["bundle_b64"]),
-                          report=answer.get("report"),
-                          info_schema=InfoSchema(tuple(info.get("weights", ())), tuple(info.get("latents", ())),
-                                                 tuple(info.get("warnings", ()))))
+        last = [time.monotonic()]
+
+        def feedback(msg: Any) -> None:
+            if time.monotonic() - last[0] >= self.note_every_s:
+                last[0] = time.monotonic()
+                self.log(f"fitting: epoch {msg.epoch} of at most {msg.max_epochs}, {msg.elapsed:.0f} s")
+
+        status, result = self.link.ask(self.link.fit_client, protocol.fit_goal(self.run_id(), program),
+                                       "fit a program", feedback)
+        if status == GoalStatus.STATUS_CANCELED:
+            return FitOutcome(program=program, error=f"the fit was cancelled on the learner ({result.error})")
+        bundle, report, info, error = protocol.read_fit_result(result)
+        if error is not None or status != GoalStatus.STATUS_SUCCEEDED:
+            return FitOutcome(program=program, error=error or f"the learner's fit ended with status {status}")
+        return FitOutcome(program=program, bundle=bundle, report=report, info_schema=info)
 
 
 @dataclass
@@ -149,17 +156,19 @@ class GraphEpisodes:
     log: Callable[[str], None] = print
 
     def run(self, bundle: PolicyBundle, plan: Sequence[PlannedEpisode], *, run_id: int, round: int) -> Rollouts:
-        request = self.link.next_request()
-        payload = protocol.rollout_request(request, run_id, round, bundle, plan, mode=self.mode,
-                                           max_steps=self.max_steps, expert_labels=self.expert_labels)
-        answer = protocol.parse_rollout_result(self.link.ask(
-            protocol.ROLLOUT_REQUEST, protocol.ROLLOUT_RESULT, payload, f"run round {round}'s episodes"))
+        goal = protocol.rollout_goal(run_id, round, bundle, plan, mode=self.mode, max_steps=self.max_steps,
+                                     expert_labels=self.expert_labels)
+        status, result = self.link.ask(self.link.rollout_client, goal, f"run round {round}'s episodes")
+        if status == GoalStatus.STATUS_CANCELED:
+            raise GraphError(f"round {round}'s rollout was cancelled on the learner")
+        if status != GoalStatus.STATUS_SUCCEEDED:
+            raise GraphError(f"round {round}'s rollout ended with status {status} on the learner (its log says why)")
+        answer = protocol.read_rollout_result(result)
         control = answer.get("control_ms") or {}
         if control:
             self.log(f"round {round}: control callback p50 {control.get('p50', 0):.2f} ms, p99 "
                      f"{control.get('p99', 0):.2f} ms over {control.get('steps', 0)} steps")
-        problem = self.link.flush_logger(self.flush_timeout_s)
-        episodes = [self._record(run_id, round, ep) for ep in answer["episodes"]]
+        episodes, problem = self._committed(run_id, round, answer["episodes"])
         missing = [f"{ep.kind} {ep.index}" for ep in episodes if not ep.stored]
         if missing:
             note = f"the logger has not committed {', '.join(missing)} ({problem or 'flushed'}); their summary rows are kept"
@@ -168,6 +177,21 @@ class GraphEpisodes:
         return Rollouts(diagnostic=self.db.load_steps(run_id, round, kind="diagnostic"), episodes=episodes,
                         metrics=group_metrics(episodes),
                         errors=[f"{ep.kind} seed {ep.seed}: {ep.error}" for ep in episodes if ep.error])
+
+    def _committed(self, run_id: int, round: int, answered: list[dict]) -> tuple[list[EpisodeRecord], str | None]:
+        """The round's episodes as the database holds them once the logger has committed them.
+        The result can overtake the episode's last messages (an action result and a topic are
+        separate channels), so a flush that finds no open episode yet is asked again until
+        every episode that ran is stored, at most `flush_timeout_s` in all."""
+        deadline = time.monotonic() + self.flush_timeout_s
+        while True:
+            problem = self.link.flush_logger(max(0.1, deadline - time.monotonic()))
+            episodes = [self._record(run_id, round, ep) for ep in answered]
+            waiting = [ep for ep, sent in zip(episodes, answered, strict=True)
+                       if not ep.stored and int(sent.get("steps", 0)) > 0]
+            if not waiting or time.monotonic() >= deadline or self.link.closing.is_set():
+                return episodes, problem
+            time.sleep(0.2)
 
     def _record(self, run_id: int, round: int, ep: dict[str, Any]) -> EpisodeRecord:
         row = self.db.episode_row(run_id, round, ep["kind"], ep["index"])

@@ -1,123 +1,154 @@
-"""What the analysis node (running `refine_core.loop.refine`) and the learner say to each other,
-without any ROS import, so the shapes are written down and validated in one place.
+"""What the analysis node (running `refine_core.loop.refine`) and the learner say to each other:
+two actions of `refine_ros_interfaces`, and their translation to and from the plain data the
+loop and the round driver work with. The action types are imported when first used, so the
+round driver and the tests of these shapes need no ROS.
 
 The analysis node owns the method; the learner is the part of the robot side that can fit a
 program (it holds the sandbox and the demonstration) and run a fitted policy at the control
-rate. Two request/answer pairs, JSON on `std_msgs/String`, both on latched depth-1 topics so
-a learner that starts late still receives the request the analysis node is waiting on:
+rate:
 
-- `refine/fit_request` {request, run_id, program} -> `refine/fit_result` {request, ok, error,
-  report, info_schema, bundle_b64}. The fitted weights travel as a base64
-  `PolicyBundle.to_npz_bytes()` blob: plain arrays, never a pickle.
-- `refine/rollout_request` {request, run_id, round, mode, max_steps, expert_labels, bundle_b64,
-  plan: [{kind, index, seed}]} -> `refine/rollout_result` {request, run_id, round, episodes:
-  [{kind, index, seed, counter, steps, summary, error}], control_ms}.
+- `learner/fit_program` (FitProgram): program in; error or bundle, info schema and fit report
+  out; an epoch count as feedback; cancelling kills the sandboxed fit.
+- `learner/run_rollout` (RunRollout): run, round, mode, step cap and the planned episodes in;
+  one outcome per episode and the control-path latency out; the phase (preparing, waiting for
+  the operator, running) and episodes done as feedback; cancelling ends the running episode
+  (recorded as incomplete) and skips the rest.
 
-`request` is a number unique within the analysis node's run; an answer to any other request
-(a latched copy from before a restart) is ignored.
+Fitted weights travel as `PolicyBundle.to_npz_bytes()`: plain arrays read with
+`allow_pickle=False`, never a pickle.
 """
 
 from __future__ import annotations
 
-import base64
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from refine_core.policy.bundle import PolicyBundle
+from refine_core.policy.contract import InfoSchema
 from refine_core.rollout.plan import PlannedEpisode
 
-FIT_REQUEST, FIT_RESULT = "refine/fit_request", "refine/fit_result"
-ROLLOUT_REQUEST, ROLLOUT_RESULT = "refine/rollout_request", "refine/rollout_result"
+FIT_ACTION, ROLLOUT_ACTION = "learner/fit_program", "learner/run_rollout"
 RUN_STATUS = "refine/run_status"
 EPISODES_PER_ROUND = 1000
 """Episode counters of round r start at 1 + r * EPISODES_PER_ROUND: unique across the run, so
 the logger never joins two episodes whose messages are still in flight, and never 0 (the
 counter a hardware bridge uses before any episode started)."""
+PHASES = ("preparing", "waiting_for_operator", "running")
+"""RunRollout feedback phases, in the order of the action's constants."""
 
 
 class ProtocolError(ValueError):
-    """A payload that does not follow the protocol; the message says which field."""
-
-
-def _require(payload: Any, fields: Mapping[str, type | tuple[type, ...]], what: str) -> dict:
-    if not isinstance(payload, dict):
-        raise ProtocolError(f"{what}: expected a JSON object, got {type(payload).__name__}")
-    for name, kind in fields.items():
-        if name not in payload:
-            raise ProtocolError(f"{what}: missing field {name!r}")
-        value = payload[name]
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-            raise ProtocolError(f"{what}: field {name!r} has type {type(value).__name__}")
-    return payload
-
-
-def encode_bundle(bundle: PolicyBundle) -> str:
-    return base64.b64encode(bundle.to_npz_bytes()).decode("ascii")
-
-
-def decode_bundle(text: str) -> PolicyBundle:
-    try:
-        raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (ValueError, UnicodeEncodeError) as exc:
-        raise ProtocolError(f"bundle is not base64: {exc}") from None
-    return PolicyBundle.from_npz_bytes(raw)
+    """A goal or result that does not follow the protocol; the message says which field."""
 
 
 def episode_counter(round_: int, position: int) -> int:
     return 1 + max(0, int(round_)) * EPISODES_PER_ROUND + int(position)
 
 
+def decode_bundle(raw: bytes | Sequence[int]) -> PolicyBundle:
+    if not raw:
+        raise ProtocolError("no policy bundle")
+    try:
+        return PolicyBundle.from_npz_bytes(bytes(raw))
+    except Exception as exc:  # noqa: BLE001 - any unreadable archive is a protocol error
+        raise ProtocolError(f"unreadable policy bundle: {type(exc).__name__}: {exc}") from None
+
+
 # ----------------------------------------------------------------------------- fitting
-def fit_request(request: int, run_id: int, program: str) -> dict:
-    return {"request": int(request), "run_id": int(run_id), "program": program}
+def fit_goal(run_id: int, program: str) -> Any:
+    from refine_ros_interfaces.action import FitProgram
+
+    return FitProgram.Goal(run_id=int(run_id), program=program)
 
 
-def parse_fit_request(payload: Any) -> dict:
-    return _require(payload, {"request": int, "run_id": int, "program": str}, FIT_REQUEST)
+def fit_result(*, error: str | None, bundle: PolicyBundle | None = None, report: Mapping | None = None,
+               info: InfoSchema | None = None) -> Any:
+    """A FitProgram result: the error, or the fitted bundle with its info schema and report."""
+    from refine_ros_interfaces.action import FitProgram
+
+    result = FitProgram.Result(error=error or "")
+    if info is not None:
+        result.weights, result.latents, result.warnings = list(info.weights), list(info.latents), list(info.warnings)
+    if error is None and bundle is not None:
+        result.report_json = json.dumps(report or {}, default=float)
+        result.bundle_npz = bundle.to_npz_bytes()
+    elif error is None:
+        result.error = "the fit produced no policy"
+    return result
 
 
-def fit_result(request: int, *, error: str | None, report: dict | None = None, info_schema: dict | None = None,
-               bundle: PolicyBundle | None = None) -> dict:
-    return {"request": int(request), "ok": error is None, "error": error, "report": report,
-            "info_schema": info_schema, "bundle_b64": encode_bundle(bundle) if bundle is not None else None}
-
-
-def parse_fit_result(payload: Any) -> dict:
-    data = _require(payload, {"request": int, "ok": bool}, FIT_RESULT)
-    if data["ok"] and not isinstance(data.get("bundle_b64"), str):
-        raise ProtocolError(f"{FIT_RESULT}: a successful fit needs bundle_b64")
-    return data
+def read_fit_result(result: Any) -> tuple[PolicyBundle | None, dict | None, InfoSchema | None, str | None]:
+    """(bundle, report, info schema, error) of a FitProgram result; a malformed one is an error."""
+    if result.error:
+        return None, None, None, result.error
+    try:
+        report = json.loads(result.report_json) if result.report_json else {}
+        return (decode_bundle(result.bundle_npz), report,
+                InfoSchema(tuple(result.weights), tuple(result.latents), tuple(result.warnings)), None)
+    except (ValueError, ProtocolError) as exc:
+        return None, None, None, f"the learner's fit result is malformed: {exc}"
 
 
 # ----------------------------------------------------------------------------- rollouts
-def rollout_request(request: int, run_id: int, round_: int, bundle: PolicyBundle, plan: Sequence[PlannedEpisode],
-                    *, mode: str, max_steps: int | None, expert_labels: bool = False) -> dict:
-    return {"request": int(request), "run_id": int(run_id), "round": int(round_), "mode": mode,
-            "max_steps": int(max_steps or 0), "expert_labels": bool(expert_labels),
-            "bundle_b64": encode_bundle(bundle),
-            "plan": [{"kind": p.kind, "index": p.index, "seed": p.seed} for p in plan]}
+def planned_message(planned: PlannedEpisode) -> Any:
+    from refine_ros_interfaces.msg import PlannedEpisode as PlannedMsg
+
+    return PlannedMsg(kind=planned.kind, index=int(planned.index), seed=int(planned.seed))
 
 
-def parse_rollout_request(payload: Any) -> dict:
-    data = _require(payload, {"request": int, "run_id": int, "round": int, "mode": str, "max_steps": int,
-                              "bundle_b64": str, "plan": list}, ROLLOUT_REQUEST)
-    data["expert_labels"] = bool(data.get("expert_labels", False))
-    plan = []
-    for item in data["plan"]:
-        entry = _require(item, {"kind": str, "index": int, "seed": int}, f"{ROLLOUT_REQUEST} plan entry")
-        plan.append(PlannedEpisode(entry["kind"], entry["index"], entry["seed"]))
-    data["plan"] = plan
-    return data
+def rollout_goal(run_id: int, round_: int, bundle: PolicyBundle, plan: Sequence[PlannedEpisode], *, mode: str,
+                 max_steps: int | None, expert_labels: bool = False) -> Any:
+    from refine_ros_interfaces.action import RunRollout
+
+    return RunRollout.Goal(run_id=int(run_id), round=int(round_), mode=mode, max_steps=int(max_steps or 0),
+                           expert_labels=bool(expert_labels), bundle_npz=bundle.to_npz_bytes(),
+                           plan=[planned_message(p) for p in plan])
 
 
-def rollout_result(request: int, run_id: int, round_: int, episodes: list[dict],
-                   control_ms: dict | None = None) -> dict:
-    return {"request": int(request), "run_id": int(run_id), "round": int(round_), "episodes": episodes,
-            "control_ms": control_ms or {}}
+def read_rollout_goal(goal: Any) -> dict:
+    """The plain request the round driver runs: run_id, round, mode, max_steps, expert_labels,
+    plan (PlannedEpisode list) and the undecoded bundle bytes."""
+    if goal.mode not in ("mean", "sample"):
+        raise ProtocolError(f"mode must be 'mean' or 'sample', got {goal.mode!r}")
+    return {"run_id": int(goal.run_id), "round": int(goal.round), "mode": goal.mode,
+            "max_steps": int(goal.max_steps), "expert_labels": bool(goal.expert_labels),
+            "plan": [PlannedEpisode(p.kind, int(p.index), int(p.seed)) for p in goal.plan],
+            "bundle": bytes(goal.bundle_npz)}
 
 
-def parse_rollout_result(payload: Any) -> dict:
-    data = _require(payload, {"request": int, "round": int, "episodes": list}, ROLLOUT_RESULT)
-    for item in data["episodes"]:
-        _require(item, {"kind": str, "index": int, "seed": int, "summary": dict}, f"{ROLLOUT_RESULT} episode")
-    return data
+def rollout_result(episodes: Sequence[Mapping], control_ms: Mapping | None = None) -> Any:
+    """A RunRollout result from the round driver's episode entries and latency figures."""
+    from refine_ros_interfaces.action import RunRollout
+    from refine_ros_interfaces.msg import EpisodeOutcome
+
+    outcomes = []
+    for ep in episodes:
+        summary = {k: float(v) for k, v in ep["summary"].items() if isinstance(v, (int, float))}
+        outcomes.append(EpisodeOutcome(
+            planned=planned_message(PlannedEpisode(ep["kind"], int(ep["index"]), int(ep["seed"]))),
+            counter=int(ep.get("counter", 0)), steps=int(ep.get("steps", 0)), complete=ep.get("error") is None,
+            error=ep.get("error") or "", summary_names=list(summary), summary_values=list(summary.values())))
+    control = control_ms or {}
+    return RunRollout.Result(episodes=outcomes, control_p50_ms=float(control.get("p50", 0.0)),
+                             control_p99_ms=float(control.get("p99", 0.0)),
+                             control_max_ms=float(control.get("max", 0.0)),
+                             control_steps=int(control.get("steps", 0)))
+
+
+def read_rollout_result(result: Any) -> dict:
+    """{episodes: [{kind, index, seed, counter, steps, summary, error}], control_ms} of a RunRollout
+    result; NaN in a summary stays NaN (a metric that was not measured)."""
+    episodes = []
+    for out in result.episodes:
+        if len(out.summary_names) != len(out.summary_values):
+            raise ProtocolError(f"episode {out.planned.kind} {out.planned.index}: "
+                                f"{len(out.summary_names)} summary names for {len(out.summary_values)} values")
+        summary = {name: float(v) for name, v in zip(out.summary_names, out.summary_values, strict=True)}
+        episodes.append({"kind": out.planned.kind, "index": int(out.planned.index), "seed": int(out.planned.seed),
+                         "counter": int(out.counter), "steps": int(out.steps), "summary": summary,
+                         "error": None if out.complete else (out.error or "incomplete")})
+    control = ({"p50": result.control_p50_ms, "p99": result.control_p99_ms, "max": result.control_max_ms,
+                "steps": int(result.control_steps)} if result.control_steps else {})
+    return {"episodes": episodes, "control_ms": control}
+

@@ -17,9 +17,6 @@
   newest sample while the logger gets them all.
 - LATCHED: programs, round events and column names. Reliable + transient local so a node that
   starts late still receives the last value (no polling).
-- REQUEST: the analysis node's requests to the learner and its answers. Reliable + transient
-  local, depth 1: a node that starts (or restarts) late receives exactly the request that is
-  waiting for it, never an older one it would run again.
 - SENSOR: camera images, markers and driver sensor inputs, best effort as drivers publish.
 - TF / TF_STATIC: the readers of `/tf` and `/tf_static`, as tf2_ros's own listener reads them
   (reliable, depth 100; the static one transient local, so transforms a robot published once at
@@ -46,12 +43,6 @@ LOG = QoSProfile(
 LATCHED = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=100,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
-REQUEST = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=1,
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )

@@ -15,7 +15,6 @@ that event.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +25,14 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.tasks.base import Task
 from refine_ros.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.protocol import episode_counter
+
+
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
+
+Progress = Callable[[str, int, PlannedEpisode], None]
+"""progress(phase, episodes_done, planned): phase is one of `protocol.PHASES`."""
 
 
 class Robot(Protocol):
@@ -49,9 +56,12 @@ class RoundDriver:
     """A robot: no simulator says 'done'; an episode ends after its step budget."""
 
     def run(self, request: dict, runner: PolicyRunner, activate: Callable[[ActiveEpisode | None], None],
-            closing: threading.Event) -> tuple[list[dict], dict]:
-        """Drive every planned episode of a parsed rollout request; returns the episode
-        entries of the answer and the control-path latency figures."""
+            closing: Stop, progress: Progress | None = None) -> tuple[list[dict], dict]:
+        """Drive every planned episode of a rollout request (`protocol.read_rollout_goal`) until
+        `closing` is set; returns the entries of the episodes driven and the control-path latency
+        figures. `progress(phase, episodes_done, planned)` hears each phase change (the action's
+        feedback)."""
+        progress = progress or (lambda phase, done, planned: None)
         spec = self.task.spec
         limit = min(request["max_steps"], spec.episode_steps) if request["max_steps"] > 0 else spec.episode_steps
         entries, latencies = [], []
@@ -60,7 +70,8 @@ class RoundDriver:
                 break
             episode = ActiveEpisode(planned, episode_counter(request["round"], position), limit, runner,
                                     step_budget_ends=self.step_budget_ends)
-            self._drive(episode, request, runner, activate)
+            progress("preparing", position, planned)
+            self._drive(episode, request, runner, activate, lambda n=position, p=planned: progress("running", n, p))
             latencies += episode.control_ms
             entries.append({"kind": planned.kind, "index": planned.index, "seed": planned.seed,
                             "counter": episode.counter, "steps": episode.steps,
@@ -68,7 +79,7 @@ class RoundDriver:
         return entries, _latency(latencies)
 
     def _drive(self, episode: ActiveEpisode, request: dict, runner: PolicyRunner,
-               activate: Callable[[ActiveEpisode | None], None]) -> None:
+               activate: Callable[[ActiveEpisode | None], None], running: Callable[[], None]) -> None:
         planned, context = episode.planned, {"round": request["round"], "run_id": request["run_id"]}
         event = {"episode": episode.counter, "kind": planned.kind, "seed": planned.seed, "index": planned.index,
                  **context}
@@ -82,6 +93,7 @@ class RoundDriver:
             return
         runner.new_episode(planned.seed)
         activate(episode)
+        running()
         self.robot.announce({"event": "start", **event})
         error = self.robot.start()
         if error is None and not episode.ended.wait(self.episode_timeout_s):

@@ -229,35 +229,70 @@ def test_servo_command_type_service_between_processes(client_node):
     assert twist.success is True and unknown.success is False
 
 
-def test_fit_action_reports_epochs_and_honours_a_cancel(client_node):
-    from action_msgs.msg import GoalStatus
-    from interface_peer import FIT_ACTION
+@pytest.fixture
+def learner(tmp_path):
+    """The real learner_node, from its console script, on a run directory holding a door
+    demonstration; yields its process once its action servers are up."""
+    from refine_core.rollout.demo import record_demonstration
+    from refine_core.store.db import RunDatabase
+    from refine_core.tasks.registry import get_task
 
+    run_dir = tmp_path / "run"
+    with RunDatabase(run_dir) as db:
+        run_id = db.create_run("door_open")
+        record_demonstration(get_task("door_open"), max_steps=60).save(db, run_id)
+    script = Path(sys.executable).parent / "learner_node"
+    proc = subprocess.Popen([str(script), "--ros-args", "-p", "task:=door_open", "-p", f"run_dir:={run_dir}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ros_env())
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 90.0
+    while not any("goals" in line and "ready" in line for line in lines):
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)[-2000:]
+        time.sleep(0.1)
+    proc.run_id, proc.lines = run_id, lines
+    yield proc
+    stop_process(proc)
+
+
+def test_the_learner_reports_fit_epochs_and_stops_a_cancelled_fit_at_once(client_node, learner):
+    """The real learner process: a FitProgram goal gets an epoch count as feedback; a cancel
+    sent through the standard `_action/cancel_goal` service with an empty request (what
+    `ros2 service call ... {}` and `ros2 action` send) kills the sandboxed fit within seconds
+    and the goal ends CANCELED."""
+    from action_msgs.msg import GoalStatus
+    from action_msgs.srv import CancelGoal
+
+    from refine_core.policy.programs import starter_program
+    from refine_ros import protocol
     from refine_ros_interfaces.action import FitProgram
 
-    server = start_peer("fit-server", "--epochs", "100")  # 10 s unless cancelled
     feedback: list = []
-    try:
-        wait_ready(server)
-        handle = send_goal(client_node, FitProgram, FIT_ACTION, FitProgram.Goal(run_id=1, program="class P: ..."),
-                           feedback)
-        deadline = time.monotonic() + 30.0
-        while len(feedback) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        started = time.monotonic()
-        cancel = wait_future(handle.cancel_goal_async())
-        outcome = wait_future(handle.get_result_async())
-        cancel_took = time.monotonic() - started
-    finally:
-        stop_process(server)
+    handle = send_goal(client_node, FitProgram, protocol.FIT_ACTION,
+                       protocol.fit_goal(learner.run_id, starter_program("door_open")), feedback)
+    deadline = time.monotonic() + 60.0
+    while len(feedback) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(feedback) >= 3, "no epoch feedback from the learner"
+    cancel_all = client_node.create_client(CancelGoal, f"/{protocol.FIT_ACTION}/_action/cancel_goal")
+    assert cancel_all.wait_for_service(timeout_sec=10.0)
+    started = time.monotonic()
+    cancel = wait_future(cancel_all.call_async(CancelGoal.Request()))
+    outcome = wait_future(handle.get_result_async())
+    cancel_took = time.monotonic() - started
     assert len(cancel.goals_canceling) == 1
-    assert outcome.status == GoalStatus.STATUS_CANCELED
-    assert outcome.result.error.startswith("cancelled after epoch "), outcome.result.error
-    last = int(outcome.result.error.rsplit(" ", 1)[1])
-    wait_for_count(feedback, last)
-    assert 3 <= last < 100 and [f.epoch for f in feedback] == list(range(1, last + 1))
-    assert all(f.max_epochs == 100 for f in feedback)
-    assert cancel_took < 5.0
+    assert outcome.status == GoalStatus.STATUS_CANCELED, outcome.result.error
+    assert outcome.result.error.startswith("cancelled by the caller after "), outcome.result.error
+    epochs = [f.epoch for f in feedback]
+    assert epochs == sorted(epochs) and 3 <= epochs[-1] < feedback[-1].max_epochs
+    assert cancel_took < 10.0
+    # and it serves the next goal
+    handle = send_goal(client_node, FitProgram, protocol.FIT_ACTION,
+                       protocol.fit_goal(learner.run_id, starter_program("door_open")), [])
+    outcome = wait_future(handle.get_result_async(), timeout=120.0)
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED and outcome.result.error == ""
+    assert json.loads(outcome.result.report_json)["epochs"] > 0 and outcome.result.bundle_npz
 
 
 def test_fit_action_returns_a_policy_bundle_as_npz_bytes(client_node):
@@ -371,39 +406,29 @@ def test_ros2_topic_echo_shows_a_step_with_its_column_names(ament_path):
     assert "names:" in echoed and ".names[0]" in echoed and "values:" in echoed, echoed
 
 
-def test_a_fit_is_cancelled_from_the_command_line(client_node, ament_path):
+def test_a_fit_is_cancelled_from_the_command_line(client_node, learner, ament_path):
     """`ros2 service call <action>/_action/cancel_goal` with an empty request cancels every goal
-    of the action server (the standard action cancel service)."""
+    of the learner's fit action (the standard action cancel service)."""
     from action_msgs.msg import GoalStatus
-    from interface_peer import FIT_ACTION
 
+    from refine_core.policy.programs import starter_program
+    from refine_ros import protocol
     from refine_ros_interfaces.action import FitProgram
 
     ros2_command()
-    env = ros_env()
-    server = start_peer("fit-server", "--epochs", "300", env=env)  # 30 s unless cancelled
     feedback: list = []
-    try:
-        wait_ready(server)
-        handle = send_goal(client_node, FitProgram, FIT_ACTION, FitProgram.Goal(run_id=1, program="p"), feedback)
-        out = ros2("service", "call", f"/{FIT_ACTION}/_action/cancel_goal", "action_msgs/srv/CancelGoal", "{}",
-                   env=env)
-        outcome = wait_future(handle.get_result_async())
-    finally:
-        stop_process(server)
+    handle = send_goal(client_node, FitProgram, protocol.FIT_ACTION,
+                       protocol.fit_goal(learner.run_id, starter_program("door_open")), feedback)
+    out = ros2("service", "call", f"/{protocol.FIT_ACTION}/_action/cancel_goal", "action_msgs/srv/CancelGoal", "{}")
+    outcome = wait_future(handle.get_result_async())
     assert "goals_canceling=[action_msgs.msg.GoalInfo(" in out, out
-    assert outcome.status == GoalStatus.STATUS_CANCELED and outcome.result.error.startswith("cancelled after epoch")
+    assert outcome.status == GoalStatus.STATUS_CANCELED and "cancelled" in outcome.result.error
 
 
-def test_ros2_action_send_goal_fits_and_shows_feedback(ament_path):
-    from interface_peer import FIT_ACTION
+def test_ros2_action_send_goal_fits_and_shows_feedback(learner, ament_path):
+    from refine_ros import protocol
 
-    env = ros_env()
-    server = start_peer("fit-server", "--epochs", "3", env=env)
-    try:
-        wait_ready(server)
-        out = ros2("action", "send_goal", "--feedback", "/" + FIT_ACTION, "refine_ros_interfaces/action/FitProgram",
-                   "{run_id: 1, program: 'class P: pass'}", env=env)
-    finally:
-        stop_process(server)
-    assert "epoch: 3" in out and "SUCCEEDED" in out, out
+    out = ros2("action", "send_goal", "--feedback", "/" + protocol.FIT_ACTION,
+               "refine_ros_interfaces/action/FitProgram", f"{{run_id: {learner.run_id}, program: 'class P: pass'}}")
+    assert "SUCCEEDED" in out and "error:" in out, out
+

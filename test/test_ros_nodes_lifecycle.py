@@ -1,5 +1,6 @@
 """The learner and analysis nodes over real rclpy/DDS: they start, declare their parameters,
-speak the round protocol and shut down cleanly. Each test owns an rclpy context."""
+speak the two actions of the round protocol and shut down cleanly. Each test owns an rclpy
+context."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import threading
 
 import pytest
 import rclpy
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient, ActionServer
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float64MultiArray, String
@@ -15,16 +18,18 @@ from std_srvs.srv import Trigger
 
 from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.programs import starter_program
+from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
 from refine_ros import protocol, qos
 from refine_ros.bench import wait_for
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_json, pack_step
+from refine_ros.messages import pack_step
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
 from refine_ros.nodes.learner_node import LearnerNode
 from refine_ros.spin import NodeSpinner
+from refine_ros_interfaces.action import FitProgram, RunRollout
 from refine_ros_interfaces.msg import RunStatus, Step
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
@@ -39,16 +44,23 @@ class Spin(NodeSpinner):
         self.start()
 
 
-class Listener(Node):
-    def __init__(self, context, topic: str, profile=qos.LATCHED) -> None:
-        super().__init__("lifecycle_listener", context=context)
-        self.messages: list[dict] = []
-        self.arrived = threading.Event()
-        self.create_subscription(String, topic, self._on, profile)
+class Client(Node):
+    """Sends goals to the learner's actions as the analysis node (or `ros2 action`) does."""
 
-    def _on(self, msg: String) -> None:
-        self.messages.append(json.loads(msg.data))
-        self.arrived.set()
+    def __init__(self, context, name: str = "lifecycle_client") -> None:
+        super().__init__(name, context=context)
+        self.fit = ActionClient(self, FitProgram, protocol.FIT_ACTION)
+        self.rollout = ActionClient(self, RunRollout, protocol.ROLLOUT_ACTION)
+        self.feedback: list = []
+
+    def send(self, client: ActionClient, goal, timeout: float = 120.0):
+        """(status, result) of `goal`; feedback messages are kept in `self.feedback`."""
+        assert client.wait_for_server(timeout_sec=30.0), "no action server"
+        sent = client.send_goal_async(goal, feedback_callback=lambda m: self.feedback.append(m.feedback))
+        assert wait_for(sent.done, 30.0) and sent.result().accepted, "goal not accepted"
+        result = sent.result().get_result_async()
+        assert wait_for(result.done, timeout), "no result"
+        return result.result().status, result.result().result
 
 
 def _declared(node: Node, names) -> None:
@@ -66,12 +78,6 @@ def _record_demo(run_dir) -> int:
         run_id = db.create_run("door_open")
         record_demonstration(get_task("door_open"), max_steps=60).save(db, run_id)
     return run_id
-
-
-def _request(listener, topic: str, payload: dict) -> None:
-    publisher = listener.create_publisher(String, topic, qos.REQUEST)
-    publisher.publish(pack_json(payload))
-    listener.keep = getattr(listener, "keep", []) + [publisher]  # latched: the publisher must live on
 
 
 def test_learner_declares_parameters_and_shuts_down(context, run_dir):
@@ -96,53 +102,93 @@ def test_analysis_node_refuses_a_bad_action_mode(context, run_dir):
 
 def test_learner_fits_what_it_is_asked_and_survives_garbage(context, run_dir):
     """A program that breaks the contract comes back as a failed fit with the error text; a
-    malformed request is ignored; the starter is fitted on the run's demonstration."""
+    malformed rollout goal is aborted with the reason; the starter is then fitted on the run's
+    demonstration, with a feedback message per epoch."""
     run_id = _record_demo(run_dir)
     learner = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
-    listener = Listener(context, protocol.FIT_RESULT, qos.REQUEST)
-    spin = Spin(context, learner, listener)
+    client = Client(context)
+    spin = Spin(context, learner, client)
     try:
-        garbage = listener.create_publisher(String, protocol.FIT_REQUEST, qos.REQUEST)
-        garbage.publish(String(data="{not json"))
-        _request(listener, protocol.FIT_REQUEST,
-                 protocol.fit_request(1, run_id, "import os\nclass OpenDoorPolicy:\n    pass\n"))
-        assert listener.arrived.wait(60), "no fit result for the bad program"
-        first = listener.messages[-1]
-        assert first["ok"] is False and first["request"] == 1 and "os" in first["error"]
-        listener.arrived.clear()
-        _request(listener, protocol.FIT_REQUEST, protocol.fit_request(2, run_id, starter_program("door_open")))
-        assert listener.arrived.wait(120), "no fit result for the starter program"
-        second = [m for m in listener.messages if m["request"] == 2][0]
-        assert second["ok"] is True and second["bundle_b64"] and second["report"]["epochs"] > 0
-        assert second["info_schema"]["latents"], "the starter program's latents are reported"
-        assert protocol.decode_bundle(second["bundle_b64"]).weights, "the fitted weights travel as arrays"
+        status, bad = client.send(client.fit, protocol.fit_goal(run_id, "import os\nclass OpenDoorPolicy:\n    pass\n"))
+        assert status == GoalStatus.STATUS_SUCCEEDED and "os" in bad.error and not bad.bundle_npz
+        garbage = RunRollout.Goal(run_id=run_id, mode="greedy", bundle_npz=b"not an npz")
+        status, _ = client.send(client.rollout, garbage)
+        assert status == GoalStatus.STATUS_ABORTED
+        client.feedback.clear()
+        status, good = client.send(client.fit, protocol.fit_goal(run_id, starter_program("door_open")))
+        bundle, report, info, error = protocol.read_fit_result(good)
+        assert status == GoalStatus.STATUS_SUCCEEDED and error is None and report["epochs"] > 0
+        assert info.latents, "the starter program's latents are reported"
+        assert bundle.weights, "the fitted weights travel as arrays"
+        epochs = [f.epoch for f in client.feedback]  # feedback is best effort: a few may drop
+        assert epochs == sorted(set(epochs)) and set(epochs) <= set(range(1, report["epochs"] + 1))
+        assert len(epochs) >= 0.8 * report["epochs"], "about one feedback per finished epoch"
     finally:
         spin.stop()
         learner.destroy_node()
-        listener.destroy_node()
+        client.destroy_node()
+
+
+def test_a_cancelled_fit_stops_within_seconds_and_the_learner_serves_the_next_goal(context, run_dir):
+    import time
+
+    run_id = _record_demo(run_dir)
+    learner = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
+    client = Client(context)
+    spin = Spin(context, learner, client)
+    try:
+        assert client.fit.wait_for_server(timeout_sec=30.0)
+        sent = client.fit.send_goal_async(protocol.fit_goal(run_id, starter_program("door_open")),
+                                          feedback_callback=lambda m: client.feedback.append(m.feedback))
+        assert wait_for(sent.done, 30.0) and sent.result().accepted
+        assert wait_for(lambda: len(client.feedback) >= 2, 60.0), "no epoch feedback"
+        cancelled_at = time.monotonic()
+        sent.result().cancel_goal_async()
+        result = sent.result().get_result_async()
+        assert wait_for(result.done, 30.0)
+        assert result.result().status == GoalStatus.STATUS_CANCELED
+        assert "cancelled by the caller" in result.result().result.error
+        assert time.monotonic() - cancelled_at < 10.0
+        assert client.feedback[-1].epoch < 200, "the fit did not run on"
+        status, again = client.send(client.fit, protocol.fit_goal(run_id, starter_program("door_open")))
+        assert status == GoalStatus.STATUS_SUCCEEDED and again.bundle_npz
+    finally:
+        spin.stop()
+        learner.destroy_node()
+        client.destroy_node()
+
+
+class FitGoalRecorder(Node):
+    """A learner that takes fit goals and never finishes them: what the analysis node asked."""
+
+    def __init__(self, context) -> None:
+        super().__init__("learner_node", context=context)
+        self.goals: list = []
+        self.server = ActionServer(self, FitProgram, protocol.FIT_ACTION, execute_callback=lambda h: None,
+                                   handle_accepted_callback=lambda h: self.goals.append(h.request))
 
 
 def test_analysis_node_runs_refine_and_asks_the_learner_to_fit_the_zero_shot_program(context, run_dir):
     node = AnalysisNode(context=context, parameter_overrides=[
         Parameter("run_dir", value=str(run_dir)), Parameter("max_rounds", value=2)])
-    listener = Listener(context, protocol.FIT_REQUEST, qos.REQUEST)
-    spin = Spin(context, node, listener)
+    learner = FitGoalRecorder(context)
+    spin = Spin(context, node, learner)
     try:
         expected = {"task", "run_dir", "analyst", "transcript", "max_rounds", "max_attempts", "max_test_requests",
                     "diagnostic_episodes", "selection_episodes", "eval_episodes", "max_steps", "expert_labels"}
         assert expected <= set(ANALYSIS_PARAMETERS)
         _declared(node, ANALYSIS_PARAMETERS)
         assert node.describe_parameter("max_test_requests").integer_range[0].from_value == 0
-        assert listener.arrived.wait(120), "no fit request"
-        request = listener.messages[-1]
-        assert "OpenDoorPolicy" in request["program"]
+        assert wait_for(lambda: learner.goals, 120.0), "no fit goal"
+        goal = learner.goals[-1]
+        assert "OpenDoorPolicy" in goal.program
         with RunDatabase(run_dir) as db:
-            assert db.latest_run()["id"] == request["run_id"]
-            assert db.load_demonstration(request["run_id"]) is not None
+            assert db.latest_run()["id"] == goal.run_id
+            assert db.load_demonstration(goal.run_id) is not None
     finally:
         spin.stop()
         node.destroy_node()
-        listener.destroy_node()
+        learner.destroy_node()
     assert not node._thread.is_alive()
     assert node.finished.is_set() and "shutting down" in node.stop_reason
 
@@ -173,20 +219,19 @@ def test_old_parameter_names_still_set_the_new_ones_with_a_warning(context):
 
 
 class FailingLearner(Node):
-    """Answers every fit request with an error, as a learner whose sandbox refuses a program."""
+    """Answers every fit goal with an error, as a learner whose sandbox refuses a program."""
 
     def __init__(self, context) -> None:
         super().__init__("learner_node", context=context)
-        self.requests: list[dict] = []
+        self.requests: list = []
         self.statuses: list[RunStatus] = []
-        self.pub = self.create_publisher(String, protocol.FIT_RESULT, qos.REQUEST)
-        self.create_subscription(String, protocol.FIT_REQUEST, self._on, qos.REQUEST)
+        self.server = ActionServer(self, FitProgram, protocol.FIT_ACTION, execute_callback=self._fit)
         self.create_subscription(RunStatus, protocol.RUN_STATUS, self.statuses.append, qos.LATCHED)
 
-    def _on(self, msg: String) -> None:
-        request = json.loads(msg.data)
-        self.requests.append(request)
-        self.pub.publish(pack_json(protocol.fit_result(request["request"], error=f"boom {len(self.requests)}")))
+    def _fit(self, handle):
+        self.requests.append(handle.request)
+        handle.succeed()
+        return protocol.fit_result(error=f"boom {len(self.requests)}")
 
 
 @pytest.mark.parametrize("max_attempts", [1, 2])
@@ -234,37 +279,48 @@ def test_analysis_node_refuses_rl_on_a_robot(context, run_dir):
 
 
 # ------------------------------------------------------------------------- the protocol, no DDS
-def test_rollout_requests_round_trip_and_are_validated():
+def test_rollout_goals_and_results_round_trip_and_are_validated():
+    import math
+
     from refine_core.rollout.plan import PlannedEpisode
 
     plan = [PlannedEpisode("diagnostic", 0, 200), PlannedEpisode("selection", 0, 100)]
     bundle = PolicyBundle("src", {})
-    payload = json.loads(json.dumps(protocol.rollout_request(5, 2, 3, bundle, plan, mode="mean", max_steps=None)))
-    parsed = protocol.parse_rollout_request(payload)
-    assert parsed["plan"] == plan and parsed["max_steps"] == 0 and parsed["expert_labels"] is False
-    for field in ("plan", "bundle_b64", "round"):
-        broken = dict(payload)
-        broken.pop(field)
-        with pytest.raises(protocol.ProtocolError, match=field):
-            protocol.parse_rollout_request(broken)
-    with pytest.raises(protocol.ProtocolError):
-        protocol.parse_rollout_request({**payload, "plan": [{"kind": "eval", "index": "0", "seed": 1}]})
-    with pytest.raises(protocol.ProtocolError):
-        protocol.parse_rollout_request({**payload, "round": True})
+    goal = protocol.read_rollout_goal(protocol.rollout_goal(2, 3, bundle, plan, mode="mean", max_steps=None))
+    assert goal["plan"] == plan and goal["max_steps"] == 0 and goal["expert_labels"] is False
+    assert (goal["run_id"], goal["round"]) == (2, 3) and protocol.decode_bundle(goal["bundle"]).source == "src"
+    with pytest.raises(protocol.ProtocolError, match="mode"):
+        protocol.read_rollout_goal(protocol.rollout_goal(2, 3, bundle, plan, mode="greedy", max_steps=5))
+
+    entries = [{"kind": "diagnostic", "index": 0, "seed": 200, "counter": 3001, "steps": 40, "error": None,
+                "summary": {"return": 1.5, "metric": 0.2, "success": 1.0, "note": "text is dropped"}},
+               {"kind": "selection", "index": 0, "seed": 100, "steps": 0, "error": "no confirmation",
+                "summary": {"return": 0.0, "metric": float("nan"), "success": 0.0}}]
+    back = protocol.read_rollout_result(protocol.rollout_result(entries, {"p50": 1.0, "p99": 2.0, "max": 3.0,
+                                                                          "steps": 40}))
+    first, second = back["episodes"]
+    assert first["summary"] == {"return": 1.5, "metric": 0.2, "success": 1.0} and first["error"] is None
+    assert (first["counter"], first["steps"]) == (3001, 40)
+    assert second["error"] == "no confirmation" and math.isnan(second["summary"]["metric"])
+    assert back["control_ms"] == {"p50": 1.0, "p99": 2.0, "max": 3.0, "steps": 40}
+    assert protocol.read_rollout_result(protocol.rollout_result([]))["control_ms"] == {}
 
 
 def test_fit_results_carry_weights_as_plain_arrays():
     import numpy as np
 
+    from refine_core.policy.contract import InfoSchema
+
     bundle = PolicyBundle("src", {"w": np.arange(3.0)})
-    payload = protocol.parse_fit_result(json.loads(json.dumps(protocol.fit_result(4, error=None, bundle=bundle))))
-    back = protocol.decode_bundle(payload["bundle_b64"])
-    assert back.source == "src" and back.weights["w"].tolist() == [0.0, 1.0, 2.0]
-    assert protocol.parse_fit_result(protocol.fit_result(1, error="boom"))["ok"] is False
-    with pytest.raises(protocol.ProtocolError):
-        protocol.parse_fit_result({"request": 0, "ok": True})
-    with pytest.raises(protocol.ProtocolError):
-        protocol.decode_bundle("***not base64***")
+    result = protocol.fit_result(error=None, bundle=bundle, report={"epochs": 4},
+                                 info=InfoSchema(("weight_w",), ("latent_z",), ()))
+    back, report, info, error = protocol.read_fit_result(result)
+    assert error is None and back.source == "src" and back.weights["w"].tolist() == [0.0, 1.0, 2.0]
+    assert report == {"epochs": 4} and info.latents == ("latent_z",)
+    assert protocol.read_fit_result(protocol.fit_result(error="boom"))[3] == "boom"
+    assert "no policy" in protocol.read_fit_result(protocol.fit_result(error=None))[3]
+    broken = FitProgram.Result(bundle_npz=b"not an archive", report_json="{}")
+    assert "malformed" in protocol.read_fit_result(broken)[3]
 
 
 def test_episode_counters_never_repeat_across_rounds_and_are_never_zero():
@@ -291,11 +347,11 @@ class FakeArm(Node):
         self.starts: list[dict] = []
         self.round_done = threading.Event()
         self.pub_obs = self.create_publisher(Step, "refine/observation", qos.CONTROL)
-        self.pub_request = self.create_publisher(String, protocol.ROLLOUT_REQUEST, qos.REQUEST)
+        self.rollout = ActionClient(self, RunRollout, protocol.ROLLOUT_ACTION)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
-        self.create_subscription(String, protocol.ROLLOUT_RESULT, self._on_result, qos.REQUEST)
         self.results: list[dict] = []
+        self.phases: list[int] = []
         self.confirm = self.create_client(Trigger, "safety/confirm_episode")
         self.create_timer(0.02, self._tick)
 
@@ -310,8 +366,8 @@ class FakeArm(Node):
         with self.lock:
             self.actions.append((int(msg.data[0]), int(msg.data[1])))
 
-    def _on_result(self, msg: String) -> None:
-        self.results.append(json.loads(msg.data))
+    def _on_result(self, future) -> None:
+        self.results.append(protocol.read_rollout_result(future.result().result))
         self.round_done.set()
 
     def request_round(self, steps: int, kinds: tuple[str, ...]) -> None:
@@ -319,8 +375,11 @@ class FakeArm(Node):
 
         source = starter_program("door_open")
         plan = [PlannedEpisode(kind, 0, 200 + i) for i, kind in enumerate(kinds)]
-        self.pub_request.publish(pack_json(protocol.rollout_request(
-            1, 1, 0, PolicyBundle(source, {}), plan, mode="mean", max_steps=steps)))
+        assert self.rollout.wait_for_server(timeout_sec=30.0)
+        sent = self.rollout.send_goal_async(protocol.rollout_goal(1, 0, PolicyBundle(source, {}), plan, mode="mean",
+                                                                  max_steps=steps),
+                                            feedback_callback=lambda m: self.phases.append(m.feedback.phase))
+        sent.add_done_callback(lambda f: f.result().get_result_async().add_done_callback(self._on_result))
 
     def _tick(self) -> None:
         obs = [0.0] * self.width
@@ -383,6 +442,8 @@ def test_a_real_robot_episode_waits_for_the_operators_confirmation(context, run_
         _confirm(arm)
         assert arm.round_done.wait(20), "the round did not complete after the second confirmation"
         assert [e["steps"] for e in arm.results[-1]["episodes"]] == [steps, steps]
+        waiting, running = RunRollout.Feedback.WAITING_FOR_OPERATOR, RunRollout.Feedback.RUNNING
+        assert [p for p in arm.phases if p in (waiting, running)] == [waiting, running] * 2, arm.phases
         second = arm.starts[1]
         assert (second["kind"], second["index"]) == ("selection", 0)
         assert [s for e, s in arm.actions if e == second["episode"]] == list(range(steps))
@@ -415,6 +476,40 @@ def test_a_confirmation_that_never_comes_fails_the_episode_and_shutdown_ends_the
         learner.destroy_node()
         arm.destroy_node()
     assert not learner._thread.is_alive()
+
+
+def test_a_cancelled_rollout_ends_its_wait_and_reports_every_planned_episode(context, run_dir):
+    """Cancelled while the first episode waits for the operator: the goal ends CANCELED within
+    seconds, with one outcome per planned episode, none of them run."""
+    import time
+
+    learner = LearnerNode(context=context, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("sim_node", value=""),
+        Parameter("reset_service", value=""), Parameter("wait_for_confirmation", value=True),
+        Parameter("confirmation_timeout", value=120.0),
+    ])
+    arm = FakeArm(context)
+    spin = Spin(context, learner, arm)
+    try:
+        assert arm.rollout.wait_for_server(timeout_sec=30.0)
+        plan = [PlannedEpisode("diagnostic", 0, 200), PlannedEpisode("selection", 0, 201)]
+        sent = arm.rollout.send_goal_async(
+            protocol.rollout_goal(1, 0, PolicyBundle(starter_program("door_open"), {}), plan, mode="mean",
+                                  max_steps=5), feedback_callback=lambda m: arm.phases.append(m.feedback.phase))
+        assert wait_for(lambda: RunRollout.Feedback.WAITING_FOR_OPERATOR in arm.phases, 30.0), arm.phases
+        cancelled_at = time.monotonic()
+        sent.result().cancel_goal_async()
+        result = sent.result().get_result_async()
+        assert wait_for(result.done, 30.0) and time.monotonic() - cancelled_at < 10.0
+        assert result.result().status == GoalStatus.STATUS_CANCELED
+        episodes = protocol.read_rollout_result(result.result().result)["episodes"]
+        assert [(e["kind"], e["steps"]) for e in episodes] == [("diagnostic", 0), ("selection", 0)]
+        assert "cancelled" in episodes[0]["error"] and "cancelled" in episodes[1]["error"]
+        assert arm.count() == 0, "a cancelled rollout sent an action"
+    finally:
+        spin.stop()
+        learner.destroy_node()
+        arm.destroy_node()
 
 
 # ------------------------------------------------------------------------- `refine up arm_real`, dry run

@@ -159,3 +159,34 @@ def test_bad_config_and_task_are_typed(car):
         fit_in_sandbox("x = 1", "car_racing", demo.inputs, demo.actions, "lr=1")  # type: ignore[arg-type]
     with pytest.raises(SandboxConfigError):
         fit_in_sandbox("x = 1", "car_racing", {"tiles": np.array(["a"])}, demo.actions, IL)
+
+
+def test_progress_is_heard_per_epoch_and_a_cancelled_fit_stops_at_once(car):
+    """The learner's FitProgram action reports epochs as feedback and honours a cancel: both
+    ride on these two hooks of the sandboxed fit."""
+    import threading
+    import time
+
+    _, demo = car
+    heard: list[tuple[int, int]] = []
+    cancel = threading.Event()
+
+    def on_epoch(epoch: int, most: int) -> None:
+        heard.append((epoch, most))
+        if epoch == 3:
+            cancel.set()
+
+    config = {**IL, "max_epochs": 400, "patience": 400}
+    started = time.monotonic()
+    result = fit_in_sandbox(starter_program("car_racing"), "car_racing", demo.inputs, demo.actions, config,
+                            timeout_s=300.0, on_epoch=on_epoch, cancel=cancel)
+    assert result.status == "cancelled", (result.status, result.error)
+    assert result.weights is None and "cancelled by the caller after" in result.error
+    assert [e for e, _ in heard[:3]] == [1, 2, 3] and all(most == 400 for _, most in heard)
+    assert len(heard) < 400 and time.monotonic() - started < 120.0
+
+    finished: list[int] = []
+    done = fit_in_sandbox(starter_program("car_racing"), "car_racing", demo.inputs, demo.actions, IL,
+                          timeout_s=120.0, on_epoch=lambda epoch, _most: finished.append(epoch))
+    assert done.status == "ok"
+    assert finished == list(range(1, done.report["epochs"] + 1))

@@ -10,6 +10,10 @@ The fit has a validation phase with its own short deadline (`FIT_VALIDATION_S`):
 program, the contract check and the first two epochs must finish within it, and those epochs
 must show the fit can end within its limit. A `forward` that never returns is thus refused
 in seconds, with the phase and the reason, instead of after the fit's whole wall-clock limit.
+
+While it runs, the worker prints one progress line per epoch (`on_epoch` hears them), and a
+caller can cancel it (`cancel`): the learner's FitProgram action reports the first as
+feedback and honours the second, so a fit can be watched and stopped from the command line.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ import dataclasses
 import io
 import json
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from refine_core.sandbox.fit_worker import PROGRESS
 from refine_core.sandbox.limits import Limits, SandboxResult
 from refine_core.sandbox.runner import SandboxConfigError, run_script, with_timeout
 
@@ -92,12 +99,15 @@ def fit_in_sandbox(
     allow_weak_isolation: bool = False,
     timeout_s: float | None = None,
     validation_s: float | None = FIT_VALIDATION_S,
+    on_epoch: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> SandboxFit:
     """Statically check, then build and fit `source` for `task_name` in the sandbox.
 
     `il_config` holds `ILConfig` fields (an `ILConfig` itself is accepted too); `timeout_s`
     overrides `limits.wall_s`; `validation_s` is the validation phase's deadline (None: one
-    deadline for everything, as before).
+    deadline for everything, as before); `on_epoch(epoch, max_epochs)` hears every finished
+    epoch; setting `cancel` kills the fit (status "cancelled").
     """
     if not isinstance(source, str):
         raise SandboxConfigError(f"source must be a string, got {type(source).__name__}")
@@ -131,9 +141,24 @@ def fit_in_sandbox(
         np.savez(paths["demo.npz"], **arrays)
         script = _WORKER.read_text(encoding="utf-8") + "\nmain(INPUTS_DIR, OUT_DIR)\n"
         checkpoint = validation_s if validation_s is not None and validation_s < limits.wall_s else None
+        epochs = [0]
         result = run_script(script, inputs=paths, limits=limits, checkpoint_s=checkpoint,
-                            allow_weak_isolation=allow_weak_isolation, preload=PRELOAD)
+                            allow_weak_isolation=allow_weak_isolation, preload=PRELOAD,
+                            on_line=lambda line: _progress(line, epochs, on_epoch), cancel=cancel)
+    if result.status == "cancelled":
+        return SandboxFit(status="cancelled", error=f"cancelled by the caller after {epochs[0]} epochs",
+                          result=result, phase="validation" if result.checkpoint_reached is False else "fit")
     return _interpret(result, checkpoint)
+
+
+def _progress(line: str, epochs: list[int], on_epoch: Callable[[int, int], None] | None) -> None:
+    """A worker's progress line -> `on_epoch`; any other line is the program's own output."""
+    parts = line.split()
+    if len(parts) != 3 or parts[0] != PROGRESS:
+        return
+    epochs[0] = int(parts[1])
+    if on_epoch is not None:
+        on_epoch(int(parts[1]), int(parts[2]))
 
 
 def _interpret(result: SandboxResult, checkpoint: float | None = None) -> SandboxFit:

@@ -21,6 +21,10 @@ import traceback
 
 import numpy as np
 
+PROGRESS = "@@refine-fit-epoch@@"
+"""Printed with the epoch and the most epochs after every finished epoch: the parent turns
+these lines into progress (the learner's FitProgram feedback) while the fit runs."""
+
 
 def _write_report(out_dir: str, report: dict) -> None:
     with open(os.path.join(out_dir, "report.json"), "w", encoding="utf-8") as handle:
@@ -80,7 +84,13 @@ def main(inputs_dir: str, out_dir: str) -> None:
         policy = build_policy(source, spec)
         budget = float(job.get("budget_s") or 0.0)
         pace = _pace(config, budget, started) if budget > 0 else None
-        fit = fit_il(policy, inputs, actions, config, spec=spec, after_epoch=pace)
+
+        def after_epoch(epoch: int, seconds: float) -> None:
+            if pace is not None:
+                pace(epoch, seconds)
+            print(f"{PROGRESS} {epoch} {config.max_epochs}", flush=True)
+
+        fit = fit_il(policy, inputs, actions, config, spec=spec, after_epoch=after_epoch)
         schema = validate_policy(policy, spec)
     except ContractError as exc:
         _write_report(out_dir, {"ok": False, "stage": "build", "error_type": type(exc).__name__,

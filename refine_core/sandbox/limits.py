@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-STATUSES = ("ok", "error", "timeout", "killed", "refused")
+STATUSES = ("ok", "error", "timeout", "killed", "refused", "cancelled")
 CHECKPOINT = "@@refine-sandbox-checkpoint@@"
 """A line a script prints when its first phase is over (`run_script(checkpoint_s=...)`)."""
 ISOLATIONS = ("namespaces", "weak", "none")
@@ -60,7 +60,8 @@ class SandboxResult:
     - timeout: the wall-clock budget ran out;
     - killed: a limit ended it (signal, CPU time, output or disk cap, memory);
     - refused: the sandbox would not run it, or the in-process guard refused an operation
-      (`message` says which).
+      (`message` says which);
+    - cancelled: the caller cancelled it (`run_script(cancel=...)`) and it was killed.
     """
 
     status: str

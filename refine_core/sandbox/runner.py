@@ -21,7 +21,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from refine_core.sandbox import bwrap
@@ -130,6 +132,8 @@ def run_script(
     tables: dict[str, str | None] | None = None,
     timeout_s: float | None = None,
     checkpoint_s: float | None = None,
+    on_line: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
     _guard: bool = True,
 ) -> SandboxResult:
     """Run `code` as a script in the sandbox and report what happened.
@@ -145,6 +149,11 @@ def run_script(
     after it the whole `limits.wall_s`. So a script that hangs early is killed early, not at
     the end of a long budget meant for the work after its checks. The marker only moves a
     deadline the parent enforces, and never beyond `wall_s`.
+
+    `on_line` hears every complete line the script prints, while it runs (a fit's epoch
+    progress); `cancel`, once set, kills the sandbox within a quarter second and the status
+    is "cancelled": a caller that no longer wants the answer (an action goal cancelled from
+    the command line) does not wait for it.
     """
     limits = with_timeout(limits, timeout_s)
     if checkpoint_s is not None and (isinstance(checkpoint_s, bool) or not checkpoint_s > 0):
@@ -177,12 +186,13 @@ def run_script(
     root = Path(tempfile.mkdtemp(prefix="refine-sandbox-"))
     try:
         return _run(code, root, checked_inputs, limits, env, isolation, mode, preload,
-                    tables or {}, _guard, checkpoint_s)
+                    tables or {}, _guard, checkpoint_s, on_line, cancel)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guard, checkpoint_s=None):
+def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guard, checkpoint_s=None,
+         on_line=None, cancel=None):
     work, job = root / "work", root / "job"
     work.mkdir()
     job.mkdir()
@@ -236,7 +246,7 @@ def _run(code, root, inputs, limits, env, isolation, mode, preload, tables, guar
         return _refused(f"could not start the sandbox: {exc}", isolation)
     os.close(status_w)
     try:
-        watch = _watch(proc, status_r, limits, work, start, checkpoint_s)
+        watch = _watch(proc, status_r, limits, work, start, checkpoint_s, on_line, cancel)
     finally:
         _kill(proc)
         os.close(status_r)
@@ -259,9 +269,12 @@ class _Watch:
         self.checkpoint_s: float | None = None
         """The first phase's budget, while the script has not printed CHECKPOINT yet."""
         self.checkpoint_reached: bool | None = None
+        self.cancelled = False
+        self.partial_line = bytearray()
 
 
-def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_s: float | None = None) -> _Watch:
+def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_s: float | None = None,
+           on_line: Callable[[str], None] | None = None, cancel: threading.Event | None = None) -> _Watch:
     """Pump the pipes until the child exits, enforcing the wall clock (the checkpoint's, until
     the script prints it) and the caps."""
     w = _Watch()
@@ -278,6 +291,9 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_
     open_streams = 3
     while open_streams:
         now = time.monotonic()
+        if cancel is not None and cancel.is_set():
+            w.cancelled = True
+            return w
         if now >= deadline:
             w.timed_out = True
             return w
@@ -301,6 +317,8 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_
                 if w.checkpoint_reached is False and marker in w.stdout[max(0, seen - len(marker)):]:
                     w.checkpoint_reached = True
                     deadline = start + limits.wall_s
+                if on_line is not None:
+                    _tell_lines(w, data[:max(room, 0)], on_line)
                 if len(data) > room:
                     w.stdout_truncated = True
                     w.killed_for = f"printed more than the {limits.stdout_bytes}-byte output cap"
@@ -320,6 +338,19 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_
     except subprocess.TimeoutExpired:
         w.timed_out = True
     return w
+
+
+def _tell_lines(w: _Watch, data: bytes, on_line: Callable[[str], None]) -> None:
+    """Hand the complete lines in `data` to `on_line`; the listener's own error never reaches
+    the sandbox's bookkeeping."""
+    w.partial_line += data
+    *lines, rest = bytes(w.partial_line).split(b"\n")
+    w.partial_line = bytearray(rest[-4096:])
+    for line in lines:
+        try:
+            on_line(line.decode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 - a listener's bug must not kill a fit
+            pass
 
 
 def _disk_over(work: Path, limits: Limits) -> str | None:
@@ -416,7 +447,9 @@ def _result(proc, w: _Watch, limits: Limits, out_dir: Path, isolation: str, dura
     rc = proc.returncode
     outputs, notes = _collect_outputs(out_dir, limits)
     message = ""
-    if w.timed_out and w.checkpoint_reached is False and w.checkpoint_s is not None and w.checkpoint_s < limits.wall_s:
+    if w.cancelled:
+        status, message = "cancelled", "cancelled by the caller; killed"
+    elif w.timed_out and w.checkpoint_reached is False and w.checkpoint_s is not None and w.checkpoint_s < limits.wall_s:
         status, message = "timeout", f"did not reach its checkpoint within {w.checkpoint_s:g} s; killed"
     elif w.timed_out:
         status, message = "timeout", f"wall-clock limit of {limits.wall_s:g} s reached; killed"

@@ -136,7 +136,7 @@ class AnalysisNode(Node):
         try:
             db = RunDatabase(self.run_dir)
             # refine() opens (or resumes) the directory's latest run before it fits anything
-            fitter = GraphFitter(self.link, run_id=lambda: int(db.latest_run()["id"]))
+            fitter = GraphFitter(self.link, run_id=lambda: int(db.latest_run()["id"]), log=self.get_logger().info)
             episodes = GraphEpisodes(self.link, db, self.config.action_mode, self.config.max_steps,
                                      self.config.expert_labels, self.flush_timeout, log=self.get_logger().info)
             self.result = refine(self.task, self.analyst, db, self.config, fitter=fitter, episodes=episodes,

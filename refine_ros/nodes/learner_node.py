@@ -4,12 +4,19 @@ control rate for the episodes it asks for.
 Why it is built this way:
 - The control path (`refine_ros.control_path`) is two subscription callbacks: observation in,
   one forward pass, action and policy step out; a reward in. They never wait.
-- Requests (`refine/fit_request`, `refine/rollout_request`, see `refine_ros.protocol`) are
-  queued by their callbacks and handled one at a time on a worker thread: fitting (in the
+- Work arrives as two actions (`learner/fit_program`, `learner/run_rollout`, see
+  `refine_ros.protocol`), so a person can send, watch and cancel it with `ros2 action`.
+  Accepted goals are queued and handled one at a time on a worker thread: fitting (in the
   sandbox, `refine_core.backends.LocalFitter`, the very fitter `refine run` uses) and driving
-  episodes (`refine_ros.round_driver`) both block, and must never stall the executor.
-- One single-threaded executor spins the node: nothing busy-waits, so the control callbacks
-  never queue behind a spinning thread for the GIL.
+  episodes (`refine_ros.round_driver`) both block, and must never stall the executor. The
+  worker publishes feedback (fit epochs; rollout phase and episodes done) and, when the work
+  is over, hands the result to the action server's execute callback, which only reports it.
+  A goal is ACCEPTED while it waits and while it runs, EXECUTING only for that hand-over.
+- Cancelling a fit kills its sandbox within a quarter second; cancelling a rollout ends the
+  running episode (recorded as incomplete) and skips the rest.
+- One single-threaded executor spins the node: nothing busy-waits (an async execute callback
+  awaiting the worker would be re-polled on every spin), so the control callbacks never queue
+  behind a spinning thread for the GIL.
 - Episode counters are unique within the run (`protocol.episode_counter`), so the logger never
   joins two episodes whose messages are still in flight, and a late message can never produce
   an action for the wrong episode.
@@ -37,13 +44,14 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from refine_core.backends import LocalFitter, check_demonstration
-from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.contract import validate_policy
 from refine_core.rollout.demo import Demonstration, DemonstrationError, teleop_source
 from refine_core.rollout.plan import PlannedEpisode
@@ -57,6 +65,7 @@ from refine_ros.messages import pack_json, pack_step, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.round_driver import RoundDriver
+from refine_ros_interfaces.action import FitProgram, RunRollout
 from refine_ros_interfaces.msg import Step
 
 SHUTDOWN_WAIT_S = 2.0
@@ -108,13 +117,14 @@ class LearnerNode(Node):
         self.pub_step = self.create_publisher(Step, "refine/policy_step", qos.CONTROL)
         self.pub_columns = self.create_publisher(String, "refine/policy_step_columns", qos.LATCHED)
         self.pub_events = self.create_publisher(String, "refine/episode_events", qos.LATCHED)
-        self.pub_fit = self.create_publisher(String, protocol.FIT_RESULT, qos.REQUEST)
-        self.pub_rollout = self.create_publisher(String, protocol.ROLLOUT_RESULT, qos.REQUEST)
         self.create_subscription(Step, "refine/observation", self._on_observation, qos.CONTROL)
         self.create_subscription(Step, "refine/reward", self._on_reward, qos.CONTROL)
-        self.create_subscription(String, protocol.FIT_REQUEST, lambda m: self._inbox.put(("fit", m)), qos.REQUEST)
-        self.create_subscription(String, protocol.ROLLOUT_REQUEST, lambda m: self._inbox.put(("rollout", m)),
-                                 qos.REQUEST)
+        self._actions = [
+            ActionServer(self, action, name, execute_callback=self._report, goal_callback=self._on_goal,
+                         handle_accepted_callback=lambda handle, kind=kind: self._inbox.put((kind, handle)),
+                         cancel_callback=self._on_cancel, callback_group=group)
+            for kind, action, name in (("fit", FitProgram, protocol.FIT_ACTION),
+                                       ("rollout", RunRollout, protocol.ROLLOUT_ACTION))]
         self.reset_client = self.create_client(Trigger, reset, callback_group=group) if reset else None
         self.param_client = (self.create_client(SetParameters, f"{sim}/set_parameters", callback_group=group)
                              if sim else None)
@@ -129,11 +139,16 @@ class LearnerNode(Node):
         self.bad_messages = 0
         self.requests_done = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._seen: set[tuple[str, int]] = set()
+        self._cancels: dict[bytes, threading.Event] = {}
+        self._results: dict[bytes, tuple[Any, str]] = {}
+        self._progress = _no_progress
+        self._current_goal = b""
         self._closing = threading.Event()
+        self._stop: Any = self._closing
+        """What ends the work in hand: the node's shutdown, or during a rollout that or its cancel."""
         self._thread = threading.Thread(target=self._work, name="learner-requests", daemon=True)
         self._thread.start()
-        self.get_logger().info(f"learner for {self.spec.name} ready; waiting for {protocol.FIT_REQUEST}")
+        self.get_logger().info(f"learner for {self.spec.name} ready; waiting for {protocol.FIT_ACTION} goals")
 
     def _require_demonstration(self, source: str) -> None:
         """A robot is only ever fitted to a demonstration recorded on it: without one in the run
@@ -192,71 +207,119 @@ class LearnerNode(Node):
             if self._watching_status and fields["confirm_pending"] == "True":
                 self._confirmed.set()
 
-    # -- requests (worker thread) ------------------------------------------------------------------
+    # -- goals: accepted and cancelled on the executor, worked on the worker thread ----------------
+    def _on_goal(self, _goal: Any) -> GoalResponse:
+        return GoalResponse.REJECT if self._closing.is_set() else GoalResponse.ACCEPT
+
+    def _on_cancel(self, handle: ServerGoalHandle) -> CancelResponse:
+        """Cancelling sets the goal's event: the sandboxed fit is killed, the running episode
+        ends as incomplete, the rest of the plan is skipped; a queued goal never starts."""
+        self._cancel_event(handle).set()
+        if self._current_goal == bytes(handle.goal_id.uuid):
+            self._confirmed.set()  # an operator wait ends too
+            active = self.active
+            if active is not None:
+                active.fail("the rollout goal was cancelled")
+        return CancelResponse.ACCEPT
+
+    def _cancel_event(self, handle: ServerGoalHandle) -> threading.Event:
+        return self._cancels.setdefault(bytes(handle.goal_id.uuid), threading.Event())
+
+    def _report(self, handle: ServerGoalHandle) -> Any:
+        """The execute callback: the worker has done the work; set the final state, return it."""
+        result, state = self._results.pop(bytes(handle.goal_id.uuid))
+        if state == "canceled" and handle.is_cancel_requested:
+            handle.canceled()
+        elif state == "abort":
+            handle.abort()
+        else:
+            handle.succeed()
+        return result
+
     def _work(self) -> None:
         while not self._closing.is_set():
             try:
-                kind, msg = self._inbox.get(timeout=0.5)
+                kind, handle = self._inbox.get(timeout=0.5)
             except queue.Empty:
                 continue
+            key, cancel = bytes(handle.goal_id.uuid), self._cancel_event(handle)
+            action = FitProgram if kind == "fit" else RunRollout
             try:
-                payload = json.loads(msg.data)
-                key = (kind, int(payload.get("request", -1)))
-                if key in self._seen:
-                    continue  # a latched copy of a request already answered
-                self._seen.add(key)
-                if kind == "fit":
-                    self._fit(protocol.parse_fit_request(payload))
+                if cancel.is_set():
+                    result = self._refused(kind, action, "cancelled before it started")
                 else:
-                    self._rollout(protocol.parse_rollout_request(payload))
-                self.requests_done += 1
-            except (ValueError, protocol.ProtocolError) as exc:
-                self.get_logger().error(f"ignored a malformed {kind} request: {exc}")
+                    result = self._fit(handle, cancel) if kind == "fit" else self._rollout(handle, cancel)
+                state = "canceled" if cancel.is_set() else "succeed"
+            except protocol.ProtocolError as exc:
+                self.get_logger().error(f"refused a malformed {kind} goal: {exc}")
+                result, state = self._refused(kind, action, f"malformed goal: {exc}"), "abort"
             except Exception:  # keep serving; say exactly what broke
                 if self._closing.is_set():
                     return  # the node is gone under this thread: nothing to answer, nobody to tell
-                self.get_logger().error(f"{kind} request failed:\n{traceback.format_exc()}")
+                self.get_logger().error(f"{kind} goal failed:\n{traceback.format_exc()}")
+                result, state = self._refused(kind, action, traceback.format_exc(limit=-1).strip()), "abort"
+            if result is None or self._closing.is_set():  # an interrupted round has no answer: the run resumes it
+                return
+            self._results[key] = (result, state)
+            self._cancels.pop(key, None)
+            self.requests_done += 1
+            handle.execute()  # the action server calls _report on the executor
 
-    def _fit(self, request: dict) -> None:
-        self.get_logger().info(f"fitting a program on the demonstration (request {request['request']})")
+    def _refused(self, kind: str, action: Any, why: str) -> Any:
+        if kind == "fit":
+            return protocol.fit_result(error=why)
+        return action.Result()
+
+    def _fit(self, handle: ServerGoalHandle, cancel: threading.Event) -> Any:
+        goal, started = handle.request, time.monotonic()
+        self.get_logger().info(f"fitting a program on run {goal.run_id}'s demonstration")
+
+        def feedback(epoch: int, most: int) -> None:
+            handle.publish_feedback(FitProgram.Feedback(epoch=epoch, max_epochs=most,
+                                                        elapsed=time.monotonic() - started))
+
         try:
             with RunDatabase(self.run_dir) as db:
-                demo = Demonstration.load(db, request["run_id"])
-            outcome = self.fitter.fit(request["program"], demo)
+                demo = Demonstration.load(db, int(goal.run_id))
+            outcome = self.fitter.fit(goal.program, demo, on_epoch=feedback, cancel=cancel)
         except Exception as exc:  # noqa: BLE001 - a missing demonstration or a sandbox failure is an answer
-            self.pub_fit.publish(pack_json(protocol.fit_result(request["request"], error=f"{type(exc).__name__}: {exc}")))
-            return
-        info = None
-        if outcome.info_schema is not None:
-            info = {"weights": list(outcome.info_schema.weights), "latents": list(outcome.info_schema.latents),
-                    "warnings": list(outcome.info_schema.warnings)}
+            return protocol.fit_result(error=f"{type(exc).__name__}: {exc}")
         if outcome.failed:
             self.get_logger().warning(f"fit failed: {outcome.error}")
-        self.pub_fit.publish(pack_json(protocol.fit_result(request["request"], error=outcome.error,
-                                                           report=outcome.report, info_schema=info,
-                                                           bundle=outcome.bundle)))
+        return protocol.fit_result(error=outcome.error, bundle=outcome.bundle, report=outcome.report,
+                                   info=outcome.info_schema)
 
-    def _rollout(self, request: dict) -> None:
+    def _rollout(self, handle: ServerGoalHandle, cancel: threading.Event) -> Any:
+        request = protocol.read_rollout_goal(handle.request)
+        plan = request["plan"]
         try:
-            bundle: PolicyBundle = protocol.decode_bundle(request["bundle_b64"])
+            bundle = protocol.decode_bundle(request["bundle"])
             keys = validate_policy(bundle.build(self.spec), self.spec).keys  # the source is checked again here
             runner = PolicyRunner(self.task, bundle, keys, mode=request["mode"])
         except Exception as exc:  # noqa: BLE001 - every planned episode fails with the reason
-            runner, error = None, f"the policy could not be built here: {type(exc).__name__}: {exc}"
-        if runner is None:
-            episodes = [{"kind": p.kind, "index": p.index, "seed": p.seed, "steps": 0, "error": error,
-                         "summary": {"return": 0.0, "metric": float("nan"), "success": 0.0, "error": error}}
-                        for p in request["plan"]]
-            control: dict = {}
-        else:
-            self.pub_columns.publish(pack_json(runner.columns))
-            self.get_logger().info(f"round {request['round']}: {len(request['plan'])} episodes")
-            episodes, control = self.driver.run(request, runner, self._activate, self._closing)
-        if self._closing.is_set():  # an interrupted round has no answer: the run resumes it
+            error = f"the policy could not be built here: {type(exc).__name__}: {exc}"
+            return protocol.rollout_result([_never_ran(p, error) for p in plan])
+        self.pub_columns.publish(pack_json(runner.columns))
+        self.get_logger().info(f"round {request['round']}: {len(plan)} episodes")
+        done_so_far = [0]
+
+        def feedback(phase: str, done: int | None, planned: PlannedEpisode) -> None:
+            done_so_far[0] = done_so_far[0] if done is None else done
+            handle.publish_feedback(RunRollout.Feedback(
+                phase=protocol.PHASES.index(phase), episodes_done=done_so_far[0], episodes_planned=len(plan),
+                current=protocol.planned_message(planned)))
+
+        self._progress, self._current_goal = feedback, bytes(handle.goal_id.uuid)
+        self._stop = _AnyOf(cancel, self._closing)
+        try:
+            episodes, control = self.driver.run(request, runner, self._activate, self._stop, progress=feedback)
+        finally:
+            self._progress, self._current_goal, self._stop = _no_progress, b"", self._closing
+        if self._closing.is_set():
             self.get_logger().info(f"round {request['round']} interrupted; not answered")
-            return
-        self.pub_rollout.publish(pack_json(protocol.rollout_result(
-            request["request"], request["run_id"], request["round"], episodes, control)))
+            return None
+        skipped = [_never_ran(p, "skipped: the rollout goal was cancelled") for p in plan[len(episodes):]]
+        return protocol.rollout_result(episodes + skipped, control)
 
     def _activate(self, episode: ActiveEpisode | None) -> None:
         self.active = episode
@@ -267,6 +330,7 @@ class LearnerNode(Node):
             return None
         self._confirmed.clear()
         self._watching_status = True
+        self._progress("waiting_for_operator", None, planned)
         try:
             self.get_logger().info(
                 f"round {round_}: waiting for the operator to confirm {planned.kind} episode {planned.index} "
@@ -277,12 +341,16 @@ class LearnerNode(Node):
                 left = deadline - time.monotonic()
                 if self._closing.is_set():
                     return "the learner is shutting down"
+                if self._stop.is_set():
+                    return "the rollout goal was cancelled"
                 if left <= 0:
                     return (f"the operator did not confirm within {self.confirmation_timeout:g} s "
                             f"(safety state: {self.safety_state})")
                 if not self._confirmed.wait(min(left, 30.0)) and left > 30.0:
                     self.get_logger().info(f"still waiting for safety/confirm_episode ({self.safety_state})")
-            return "the learner is shutting down" if self._closing.is_set() else None
+            if self._closing.is_set():
+                return "the learner is shutting down"
+            return "the rollout goal was cancelled" if self._stop.is_set() else None
         finally:
             self._watching_status = False
 
@@ -331,11 +399,32 @@ class LearnerNode(Node):
     def destroy_node(self) -> None:
         self._closing.set()
         self._confirmed.set()
+        for cancel in list(self._cancels.values()):
+            cancel.set()
         active = self.active
         if active is not None:
             active.fail("the learner is shutting down")
         self._thread.join(SHUTDOWN_WAIT_S)  # a sandboxed fit is left to die with this process
         super().destroy_node()
+
+
+def _never_ran(planned: PlannedEpisode, error: str) -> dict:
+    return {"kind": planned.kind, "index": planned.index, "seed": planned.seed, "steps": 0, "error": error,
+            "summary": {"return": 0.0, "metric": float("nan"), "success": 0.0}}
+
+
+def _no_progress(phase: str, done: int | None, planned: PlannedEpisode) -> None:
+    pass
+
+
+class _AnyOf:
+    """Set when any of its events is set: what the round driver checks between episodes."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(event.is_set() for event in self.events)
 
 
 def main(args: list[str] | None = None) -> None:
