@@ -66,7 +66,7 @@ setup(
             "export = refine_ros.commands.export",
             "demo = refine_ros.commands.demo",
         ],
-        "refine.benchmarks": ["ros = refine_ros.bench:bench_ros", "twin = refine_ros.bench_twin:bench_twin"],
+        "refine.benchmarks": ["ros = refine_ros.bench:bench_ros", "twin = refine_ros.bench.twin:bench_twin"],
     },
     zip_safe=True,
 )

@@ -7,7 +7,7 @@ arguments it takes; `--show-args` lists every profile's arguments. All the logic
 refine_ros.bringup (tested without `launch`); `refine up PROFILE` runs the same profile.
 """
 
-from refine_ros.launch_support import launch_description
+from refine_ros.bringup.launch_support import launch_description
 
 
 def generate_launch_description():

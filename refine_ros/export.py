@@ -2,7 +2,7 @@
 
 Why it is built this way:
 - The file holds the topics the live graph publishes, with the same types and layout
-  (refine_ros.messages: `refine/observation`, `refine/policy_step`, `refine/reward` as named
+  (refine_ros.wire.messages: `refine/observation`, `refine/policy_step`, `refine/reward` as named
   Step messages, `refine/action` as a counted vector, `refine/episode_events`), so `ros2 bag play` feeds a recorded round back into the logger or
   RViz as if the robot were running. Whatever the task can draw from a logged observation
   alone (`refine_core.tasks.view.TaskView.scene_from_observation`: the door's gripper, handle
@@ -36,7 +36,7 @@ from refine_core.tasks.base import Task
 from refine_core.tasks.registry import get_task
 from refine_core.tasks.view import TaskView
 from refine_ros import scene_topics
-from refine_ros.messages import counted_fields, json_fields, step_fields
+from refine_ros.wire.messages import counted_fields, json_fields, step_fields
 
 EPISODE_PAUSE_S = 1.0
 START_NS = 1_000_000_000  # replay clocks start at t = 1 s, not at the UNIX epoch

@@ -35,7 +35,7 @@ from refine_core.rollout.demo import Demonstration
 from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import EpisodeRecord
-from refine_ros import protocol
+from refine_ros.wire import protocol
 from refine_ros_interfaces.action import FitProgram, RunRollout
 
 GONE_AFTER_S = 30.0

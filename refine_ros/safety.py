@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refine_ros.messages import NotCounted, read_counted
+from refine_ros.wire.messages import NotCounted, read_counted
 
 
 class InvalidCommand(NotCounted):
@@ -189,7 +189,7 @@ class Counters:
 
 
 def parse_command(data_offset: int, data: Sequence[float], axes: int) -> tuple[int, int, np.ndarray]:
-    """Counted vector (refine_ros.messages) -> (episode, step, values); never trusts the sender:
+    """Counted vector (refine_ros.wire.messages) -> (episode, step, values); never trusts the sender:
     exactly `axes` finite values."""
     try:
         vec = read_counted(data_offset, data, width=axes, finite=True)

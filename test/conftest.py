@@ -35,7 +35,7 @@ def context():
 ROS_THREAD_ERRORS = "error::pytest.PytestUnhandledThreadExceptionWarning"
 """In the ROS tests an exception in a thread (an executor touching a node being destroyed:
 `InvalidHandle: cannot use Destroyable because destruction was requested`) fails the test
-instead of scrolling by as a warning; `refine_ros.spin.NodeSpinner` stops executors first."""
+instead of scrolling by as a warning; `refine_ros.bringup.spin.NodeSpinner` stops executors first."""
 
 
 def pytest_collection_modifyitems(config, items):

@@ -24,9 +24,9 @@ from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from refine_ros import qos
-from refine_ros.messages import unpack_json
 from refine_ros.tf_buffer import TfBuffer
+from refine_ros.wire import qos
+from refine_ros.wire.messages import unpack_json
 
 
 class FakeArmDriver(Node):
@@ -172,7 +172,7 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
     import sys
     import time
 
-    from refine_ros.spin import NodeSpinner
+    from refine_ros.bringup.spin import NodeSpinner
     from refine_ros.teleop import BUTTON_LEFT_SHOULDER, LEFT_Y
 
     proc = subprocess.Popen(

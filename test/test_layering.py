@@ -54,9 +54,9 @@ def test_no_refine_core_source_imports_ros_even_lazily():
 
 
 def test_the_source_check_sees_lazy_imports():
-    tree = ast.parse("def f():\n    try:\n        from refine_ros.up import run\n    except ImportError:\n"
+    tree = ast.parse("def f():\n    try:\n        from refine_ros.bringup.up import run\n    except ImportError:\n"
                      "        import importlib\n        importlib.import_module('rclpy')\n")
-    assert [name for _, name in _imported_names(tree)] == ["refine_ros.up", "importlib", "rclpy"]
+    assert [name for _, name in _imported_names(tree)] == ["refine_ros.bringup.up", "importlib", "rclpy"]
 
 
 def test_ros_verbs_and_benchmarks_come_from_entry_points():

@@ -1,6 +1,6 @@
 """One source per concept: rollout column names are built only by `refine_core/rollout/schema.py`
 (in refine_core and refine_ros alike), the step streams' wire format lives only in
-`refine_ros/messages.py`, the episode kinds are defined once, the 'more tests' cap has one
+`refine_ros/wire/messages.py`, the episode kinds are defined once, the 'more tests' cap has one
 default, and a column added in one place (a program's info key) reaches the table, the MCAP
 export and the analyst's schema."""
 
@@ -56,7 +56,7 @@ def test_refine_ros_builds_column_names_only_through_the_schema():
 
 def wire_spellings(path: Path) -> list[str]:
     """Where a module handles the counted-vector layout itself instead of calling
-    refine_ros.messages: compares or sets `data_offset`, or writes a `data_offset` field."""
+    refine_ros.wire.messages: compares or sets `data_offset`, or writes a `data_offset` field."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Compare):
@@ -74,9 +74,9 @@ def wire_spellings(path: Path) -> list[str]:
 
 
 def test_the_wire_format_lives_in_one_module():
-    home = ROS_ROOT / "messages.py"
+    home = ROS_ROOT / "wire" / "messages.py"
     offending = [hit for path in _sources(ROS_ROOT) if path != home for hit in wire_spellings(path)]
-    assert not offending, "encode and decode step streams with refine_ros.messages:\n" + "\n".join(offending)
+    assert not offending, "encode and decode step streams with refine_ros.wire.messages:\n" + "\n".join(offending)
     assert wire_spellings(home), "the scan must find the codec itself (else it tests nothing)"
 
 

@@ -23,11 +23,11 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from refine_ros import qos
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_vector, unpack_vector
+from refine_ros.bringup.spin import NodeSpinner
 from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
-from refine_ros.spin import NodeSpinner
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_vector, unpack_vector
 from refine_ros_interfaces.msg import Step
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,7 +44,7 @@ def wait_until(predicate, timeout=5.0) -> bool:
 
 class Graph:
     """Nodes of one test in their own context, each spun by its own executor thread; `close`
-    stops every executor before any node is destroyed (refine_ros.spin)."""
+    stops every executor before any node is destroyed (refine_ros.bringup.spin)."""
 
     def __init__(self) -> None:
         self.ctx = Context()

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
 from refine_ros.bench import ros_env  # noqa: E402
-from refine_ros.bench_faults import FAULTS, ROBOTS, applies, run_fault  # noqa: E402
+from refine_ros.bench.faults import FAULTS, ROBOTS, applies, run_fault  # noqa: E402
 
 CELLS = [(robot, fault) for robot in ROBOTS for fault in FAULTS if applies(robot, fault)]
 STOP = {"arm": (0.0,) * 6, "car": (0.0, 0.0)}

@@ -179,7 +179,7 @@ def client_node(context):
     """A node of the test process, spun on its own thread."""
     import rclpy
 
-    from refine_ros.spin import NodeSpinner
+    from refine_ros.bringup.spin import NodeSpinner
 
     node = rclpy.create_node("interfaces_test_client", context=context)
     spinner = NodeSpinner([node], context, kind="multi").start()
@@ -265,7 +265,7 @@ def test_the_learner_reports_fit_epochs_and_stops_a_cancelled_fit_at_once(client
     from action_msgs.srv import CancelGoal
 
     from refine_core.policy.programs import starter_program
-    from refine_ros import protocol
+    from refine_ros.wire import protocol
     from refine_ros_interfaces.action import FitProgram
 
     feedback: list = []
@@ -412,7 +412,7 @@ def test_a_fit_is_cancelled_from_the_command_line(client_node, learner, ament_pa
     from action_msgs.msg import GoalStatus
 
     from refine_core.policy.programs import starter_program
-    from refine_ros import protocol
+    from refine_ros.wire import protocol
     from refine_ros_interfaces.action import FitProgram
 
     ros2_command()
@@ -426,7 +426,7 @@ def test_a_fit_is_cancelled_from_the_command_line(client_node, learner, ament_pa
 
 
 def test_ros2_action_send_goal_fits_and_shows_feedback(learner, ament_path):
-    from refine_ros import protocol
+    from refine_ros.wire import protocol
 
     out = ros2("action", "send_goal", "--feedback", "/" + protocol.FIT_ACTION,
                "refine_ros_interfaces/action/FitProgram", f"{{run_id: {learner.run_id}, program: 'class P: pass'}}")

@@ -23,8 +23,8 @@ from refine_ros.bench import (  # noqa: E402
     stop_process,
     wait_for,
 )
-from refine_ros.messages import REWARD_NAMES, pack_json, pack_step, pack_vector  # noqa: E402
 from refine_ros.nodes.rollout_logger import LogWriter  # noqa: E402
+from refine_ros.wire.messages import REWARD_NAMES, pack_json, pack_step, pack_vector  # noqa: E402
 
 DOOR = get_task("door_open").spec
 

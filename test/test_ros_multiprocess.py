@@ -1,6 +1,6 @@
 """The node graph as `ros2 launch` runs it: every node its own process, started from its console
 script with exactly the executable, node name, parameters file and remappings the launch files
-use (`bringup.launch_plan`, run by `refine_ros.processes` because `launch` is not on PyPI).
+use (`bringup.launch_plan`, run by `refine_ros.bringup.processes` because `launch` is not on PyPI).
 A car_sim and a door_sim round complete, every step reaches the database with no gap, the
 run ends when the analysis node does, and Ctrl-C ends every node within 5 s without a
 traceback."""
@@ -16,8 +16,8 @@ pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installe
 from refine_core.store.db import RunDatabase  # noqa: E402
 from refine_ros.bench import ros_env  # noqa: E402
 from refine_ros.bringup import launch_plan  # noqa: E402
-from refine_ros.processes import STOP_TIMEOUT_S, ProcessGraph  # noqa: E402
-from refine_ros.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile  # noqa: E402
+from refine_ros.bringup.processes import STOP_TIMEOUT_S, ProcessGraph  # noqa: E402
+from refine_ros.bringup.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile  # noqa: E402
 
 MAX_STEPS = 40
 SMALL = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"]
@@ -96,7 +96,7 @@ def test_the_graph_benchmark_measures_both_layouts_without_loss():
     """`refine bench`'s ros_multiprocess_car_steps_per_s / ros_oneprocess_car_steps_per_s, on a
     small budget: both layouts ran the same steps and logged every one of them (the speed
     itself is the benchmark's verdict, not this test's)."""
-    from refine_ros.bench_graph import bench_graph
+    from refine_ros.bench.graph import bench_graph
 
     result = bench_graph(repeats=1, progress=False, episodes=1, max_steps=150)
     print({k: v for k, v in result.items() if k != "ros_graph_trials"})
@@ -116,7 +116,7 @@ def test_the_live_arm_graph_under_load_loses_nothing():
     episode is logged with its action and the safe command sent for it, no gap, and the
     watchdog does not trip while fresh inputs arrive (issue 11: 7 gap events, 18 missing action
     steps and 18 trips in one episode)."""
-    from refine_ros.bench_robot import bench_robot
+    from refine_ros.bench.robot import bench_robot
 
     result = bench_robot(episodes=2, steps=100, timeout_s=300)
     print(result)

@@ -20,15 +20,15 @@ from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.programs import starter_program
 from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
-from refine_ros import protocol, qos
 from refine_ros.bench import wait_for
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_step
+from refine_ros.bringup.spin import NodeSpinner
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
 from refine_ros.nodes.learner_node import LearnerNode
-from refine_ros.spin import NodeSpinner
+from refine_ros.wire import protocol, qos
+from refine_ros.wire.messages import pack_step
 from refine_ros_interfaces.action import FitProgram, RunRollout
 from refine_ros_interfaces.msg import RunStatus, Step
 
@@ -536,7 +536,7 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
     from refine_core.rollout.demo import Demonstration
     from refine_core.tasks.door_open.task import DoorOpenTask
     from refine_core.tasks.registry import get_task
-    from refine_ros.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile
+    from refine_ros.bringup.up import EXIT_STOPPED, UpOptions, plan_profile, run_profile
 
     def never(*_args, **_kwargs):
         raise AssertionError("the simulated expert was asked for on a robot")

@@ -16,8 +16,8 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not 
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import ReliabilityPolicy  # noqa: E402
 
-from refine_ros import qos  # noqa: E402
 from refine_ros.nodes.rollout_logger import SAFE_TOPIC, TOPICS  # noqa: E402
+from refine_ros.wire import qos  # noqa: E402
 
 RECORDED = ("/" + t for t in (*TOPICS.values(), SAFE_TOPIC))
 

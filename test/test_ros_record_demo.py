@@ -26,16 +26,16 @@ from std_srvs.srv import SetBool, Trigger
 from refine_core.rollout.demo import record_demonstration
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
-from refine_ros import qos
 from refine_ros.bringup import resolve_profile
+from refine_ros.bringup.spin import NodeSpinner
 from refine_ros.nodes.arm_bridge import ArmBridge
 from refine_ros.nodes.demo_recorder import DemoRecorder
 from refine_ros.nodes.joy_teleop import JoyTeleop
 from refine_ros.nodes.learner_node import LearnerNode
 from refine_ros.nodes.safety_node import SafetyNode
 from refine_ros.params import StartRefused
-from refine_ros.spin import NodeSpinner
 from refine_ros.teleop import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
+from refine_ros.wire import qos
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -223,7 +223,7 @@ def test_door_sim_teleop_demonstration_is_recorded_then_refined(context, run_dir
     """The documented simulation flow: `refine up door_sim_record_demo` with a driving operator
     records the simulator's episode (it ends by itself after max_steps), the take is kept, and
     `refine up door_sim` on the same run directory fits that demonstration and runs a round."""
-    from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
+    from refine_ros.bringup.up import EXIT_STOPPED, UpOptions, run_profile
 
     stop = threading.Event()
     record = UpOptions(run_dir=run_dir, sets=["sim_node.max_steps=60"], timeout_s=240, stop=stop)

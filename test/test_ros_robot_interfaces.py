@@ -20,10 +20,10 @@ import rclpy  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 
 from refine_ros.bench import ros_env, wait_for  # noqa: E402
-from refine_ros.bench_faults import BRIDGES, Harness, Processes, motion, profile_parameters  # noqa: E402
-from refine_ros.messages import pack_vector  # noqa: E402
-from refine_ros.spin import NodeSpinner  # noqa: E402
+from refine_ros.bench.faults import BRIDGES, Harness, Processes, motion, profile_parameters  # noqa: E402
+from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
 from refine_ros.tf_buffer import TfBuffer  # noqa: E402
+from refine_ros.wire.messages import pack_vector  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 SAWYER = dict(base_frame="right_arm_base_link", ee_frame="hand", arm_joints=[f"right_j{i}" for i in range(7)])
@@ -44,7 +44,7 @@ class Rig:
         self.tf = TfBuffer()
         self.observations: list[np.ndarray] = []
         self.status: list[int] = []
-        from refine_ros import qos
+        from refine_ros.wire import qos
         from refine_ros_interfaces.msg import Step
 
         node = self.harness.node
@@ -180,7 +180,7 @@ def test_a_franka_gripper_on_a_float64_topic(rig):
     """The gripper as a plain Float64 topic with Franka's positions (0.04 m per finger open)."""
     from std_msgs.msg import Float64
 
-    from refine_ros import qos
+    from refine_ros.wire import qos
 
     r = rig("arm", {"gripper_interface": "topic", "gripper_open_position": 0.04, "gripper_closed_position": 0.0})
     got: list[float] = []

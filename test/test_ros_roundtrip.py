@@ -14,7 +14,7 @@ from refine_core.rollout.schema import RolloutSchema
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
 from refine_ros.bringup import ProfileError
-from refine_ros.up import EXIT_STOPPED, UpOptions, parse_set, plan_profile, run_profile
+from refine_ros.bringup.up import EXIT_STOPPED, UpOptions, parse_set, plan_profile, run_profile
 
 MAX_STEPS = 30
 TINY = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1", "sim_node.publish_markers=false"]
@@ -129,7 +129,7 @@ def test_a_finished_run_is_not_run_again(finished_run):
 @pytest.mark.ros
 @pytest.mark.timeout(180)
 def test_action_latency_benchmark_answers_every_observation():
-    from refine_ros.bench_latency import bench_latency
+    from refine_ros.bench.latency import bench_latency
 
     result = bench_latency(rate_hz=50.0, seconds=2.0)
     print(json.dumps(result))

@@ -19,12 +19,12 @@ from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 
 from refine_core.store.db import RunDatabase  # noqa: E402
 from refine_core.tasks import get_task  # noqa: E402
-from refine_ros import qos  # noqa: E402
 from refine_ros.bench import wait_for  # noqa: E402
 from refine_ros.bringup import resolve_profile  # noqa: E402
-from refine_ros.messages import pack_json, pack_step, pack_vector  # noqa: E402
+from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
 from refine_ros.nodes.rollout_logger import LogWriter  # noqa: E402
-from refine_ros.spin import NodeSpinner  # noqa: E402
+from refine_ros.wire import qos  # noqa: E402
+from refine_ros.wire.messages import pack_json, pack_step, pack_vector  # noqa: E402
 from refine_ros_interfaces.msg import Step  # noqa: E402
 
 DOOR = get_task("door_open").spec

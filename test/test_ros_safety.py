@@ -28,11 +28,11 @@ from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 from tqdm import tqdm
 
-from refine_ros import qos
 from refine_ros.bringup import resolve_profile
-from refine_ros.messages import pack_step, pack_vector
+from refine_ros.bringup.spin import NodeSpinner
 from refine_ros.nodes.safety_node import PARAMETERS, SafetyNode
-from refine_ros.spin import NodeSpinner
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_step, pack_vector
 from refine_ros_interfaces.msg import Step
 
 

@@ -12,7 +12,7 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not 
 
 from rclpy.parameter import Parameter  # noqa: E402
 
-from refine_ros.messages import pack_vector  # noqa: E402
+from refine_ros.wire.messages import pack_vector  # noqa: E402
 
 
 @pytest.fixture

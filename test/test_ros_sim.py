@@ -24,10 +24,10 @@ from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
 from refine_core.tasks import get_task, task_names  # noqa: E402
 from refine_core.tasks.view import TaskView  # noqa: E402
-from refine_ros import qos  # noqa: E402
-from refine_ros.messages import pack_vector, unpack_vector  # noqa: E402
+from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
 from refine_ros.nodes.sim_node import SimNode  # noqa: E402
-from refine_ros.spin import NodeSpinner  # noqa: E402
+from refine_ros.wire import qos  # noqa: E402
+from refine_ros.wire.messages import pack_vector, unpack_vector  # noqa: E402
 from refine_ros_interfaces.msg import Step  # noqa: E402
 
 pytestmark = pytest.mark.ros

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
 from refine_ros.bench import ros_env  # noqa: E402
-from refine_ros.bench_faults import profile_parameters  # noqa: E402
-from refine_ros.bench_twin import run_rig  # noqa: E402
+from refine_ros.bench.faults import profile_parameters  # noqa: E402
+from refine_ros.bench.twin import run_rig  # noqa: E402
 
 ENV = {**ros_env(), "PYTHONUNBUFFERED": "1"}
 LIGHT = {"arm": {}, "car": {"camera_rate": 15.0}}

@@ -55,8 +55,8 @@ class _Client:
         from std_srvs.srv import SetBool
         from tf2_msgs.msg import TFMessage
 
-        from refine_ros import qos
         from refine_ros.tf_buffer import TfBuffer
+        from refine_ros.wire import qos
 
         self.node = node = Node("twin_client", context=context)
         self.tf, self.joints, self.lock = TfBuffer(), {}, threading.Lock()
@@ -108,8 +108,8 @@ class _Client:
 @pytest.mark.ros
 @pytest.mark.timeout(120)
 def test_arm_twin_is_servo_a_gripper_and_tf_in_the_robots_base_frame(context):
+    from refine_ros.bringup.spin import NodeSpinner
     from refine_ros.nodes.arm_twin import ArmTwinNode
-    from refine_ros.spin import NodeSpinner
 
     twin = ArmTwinNode(context=context)
     client = _Client(context)
@@ -156,9 +156,9 @@ def test_car_twin_drives_from_drive_and_reports_odom_erpm_and_its_camera(context
     from sensor_msgs.msg import Image
     from vesc_msgs.msg import VescStateStamped
 
-    from refine_ros import qos
+    from refine_ros.bringup.spin import NodeSpinner
     from refine_ros.nodes.car_twin import CarTwinNode
-    from refine_ros.spin import NodeSpinner
+    from refine_ros.wire import qos
 
     twin = CarTwinNode(context=context)
     node = Node("car_client", context=context)

@@ -64,7 +64,7 @@ def test_refine_run_offline_on_the_pendulum(tmp_path, capsys):
 @pytest.mark.timeout(600)
 def test_refine_up_pendulum_sim_with_the_sim_node(tmp_path):
     pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
-    from refine_ros.up import EXIT_STOPPED, UpOptions, run_profile
+    from refine_ros.bringup.up import EXIT_STOPPED, UpOptions, run_profile
 
     run_dir = tmp_path / "up"
     sets = ["analysis_node.selection_episodes=1", "analysis_node.eval_episodes=1"]
@@ -81,7 +81,7 @@ def test_refine_up_in_a_thread_ends_when_its_stop_event_is_set(tmp_path):
     import threading
     import time
 
-    from refine_ros.up import EXIT_INTERRUPTED, UpOptions, run_profile
+    from refine_ros.bringup.up import EXIT_INTERRUPTED, UpOptions, run_profile
 
     stop = threading.Event()
     options = UpOptions(run_dir=tmp_path / "up", analyst="offline", max_rounds=50, timeout_s=600, stop=stop)

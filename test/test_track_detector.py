@@ -17,7 +17,6 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray
 
-from refine_ros import qos
 from refine_ros.nodes.track_detector import PARAMETERS, TrackDetector, image_to_bgr
 from refine_ros.vision import (
     HALF_WIDTH_UNITS,
@@ -28,6 +27,7 @@ from refine_ros.vision import (
     TrackNotFound,
     detect_tiles,
 )
+from refine_ros.wire import qos
 
 W, H = 300, 400
 MPP = 0.005  # metres per pixel of the top-down drawings

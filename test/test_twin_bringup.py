@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
 from refine_ros.bringup import ProfileError, launch_plan, resolve_profile  # noqa: E402
-from refine_ros.up import UpOptions, plan_profile  # noqa: E402
+from refine_ros.bringup.up import UpOptions, plan_profile  # noqa: E402
 
 
 @pytest.mark.parametrize("profile, twin, bridge", [

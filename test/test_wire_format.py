@@ -1,4 +1,4 @@
-"""The wire-format module (refine_ros/messages.py) on its own: what a receiver accepts and what
+"""The wire-format module (refine_ros/wire/messages.py) on its own: what a receiver accepts and what
 it refuses, for the named Step streams and the command path's counted vectors."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from refine_ros.messages import (
+from refine_ros.wire.messages import (
     REWARD_NAMES,
     NotCounted,
     counted_fields,

@@ -45,7 +45,7 @@ def message_type(variant: str):
 def make_message(variant: str, names: list[str], step: int):
     values = [0.001 * i + step for i in range(len(names))]
     if variant == "float64_multi_array":
-        from refine_ros.messages import pack_vector
+        from refine_ros.wire.messages import pack_vector
 
         return pack_vector(1, step, values)
     msg = message_type(variant)(episode=1, step=step, values=values)

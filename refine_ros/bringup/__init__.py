@@ -1,16 +1,21 @@
-"""Bring-up: profiles -> node sets -> launch plans, shared by `ros2 launch` and `refine up`.
+"""Bring-up: profiles -> node sets -> launch plans, and the front ends that start them.
 
-One job per module:
+One job per module. Planning, with neither rclpy nor launch imported (used and tested on
+machines without them):
 - `arguments`: launch arguments, their types and the options every launch has;
 - `profiles`: `config/<name>.yaml` read, checked and resolved into node specs (nodes named
   by the node registry, refine_ros/nodes/registry.py);
-- `drivers`: the seam a `driver:=NAME` choice plugs into (which nodes drive the robot);
+- `drivers`: the seam a `driver:=NAME` choice plugs into (which nodes drive the robot), and
+  `twin` the physics twins that plug into it;
 - `plan`: what a launch starts, every executable found and checked before anything starts.
+Starting (each imports what it runs, when it runs):
+- `launch_support`: the launch files' thin translation into `launch_ros` actions;
+- `processes`: `refine up --processes`, every node its own process, as `ros2 launch` does;
+- `up`: `refine up`, the nodes in one process; `spin` the executor threads it (and the tests)
+  spin nodes on.
 
-Both front ends read profiles through this package, so they can never disagree about what
-runs; the launch files stay a thin translation into `launch_ros` actions
-(refine_ros/launch_support.py). Nothing here imports rclpy or launch: the package is used (and
-tested) on machines without them. The names below are the public interface.
+Both front ends read profiles through the planning modules, so they can never disagree about
+what runs. The names below are the public interface.
 """
 
 from refine_ros.bringup.arguments import (

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from refine_ros.bringup.arguments import LaunchArgument, ProfileError
-from refine_ros.twin_bringup import TWIN_DRIVERS
+from refine_ros.bringup.twin import TWIN_DRIVERS
 
 DRIVERS: dict[str, str] = {
     "": "the profile's own: the simulator of a sim profile, the robot's driver stack behind the bridges of a "

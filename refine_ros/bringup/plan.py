@@ -5,8 +5,8 @@ anything starts.
 node scripts were written for: a missing required node is an error that names what to
 install, before any process exists (so a failed launch never leaves orphans); a missing
 optional node (robot_state_publisher, rviz2) is skipped with a warning. The same plan drives
-`ros2 launch` (refine_ros/launch_support.py) and `refine up --processes`
-(refine_ros/processes.py).
+`ros2 launch` (refine_ros/bringup/launch_support.py) and `refine up --processes`
+(refine_ros/bringup/processes.py).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     try:
-        from refine_ros.up import UpOptions, run_profile
+        from refine_ros.bringup.up import UpOptions, run_profile
     except ImportError as exc:
         raise UserError(f"`refine up` needs the ROS 2 client libraries (rclpy): {exc}") from None
     from refine_ros.bringup import ProfileError

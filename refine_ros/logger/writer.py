@@ -33,7 +33,7 @@ from typing import Any
 from refine_core.store.db import RunDatabase
 from refine_ros.logger.episodes import Episode, EpisodeBook, Gap
 from refine_ros.logger.rows import BadMessage, RowJoiner
-from refine_ros.messages import CountedVector, NotCounted, unpack_vector, vector_label
+from refine_ros.wire.messages import CountedVector, NotCounted, unpack_vector, vector_label
 
 ITEM_BATCH = 2000
 """Queue items handled before the writer checks its clocks again."""

@@ -25,9 +25,9 @@ from rclpy.duration import Duration
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray, String
 
-from refine_ros import qos
-from refine_ros.messages import pack_vector, unpack_json, vector_label
 from refine_ros.safety import InvalidCommand, parse_command, stop_label
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_vector, unpack_json, vector_label
 
 SHUTDOWN_ACK_S = 0.5
 """How long a bridge that shuts down waits for its driver to acknowledge the stop."""

@@ -11,7 +11,7 @@ Why it is built this way:
   `refine_ros_interfaces/RunStatus`, also published at start and after every round) and its process
   ends, so `ros2 launch` can end the whole launch (see the launch files' `keep_alive`).
 
-Topics: docs/ROS_INTERFACES.md; the request/answer shapes: `refine_ros.protocol`.
+Topics: docs/ROS_INTERFACES.md; the request/answer shapes: `refine_ros.wire.protocol`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from refine_core.run_setup import recorded_start, recording_settings, start_from
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
-from refine_ros import protocol, qos
 from refine_ros.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
+from refine_ros.wire import protocol, qos
 from refine_ros_interfaces.msg import RunStatus
 
 _DEFAULT = RefineConfig()  # the method's defaults live in refine_core, once

@@ -28,9 +28,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from refine_core.tasks.registry import get_task
 from refine_ros import arm_interface as arm
-from refine_ros import qos
 from refine_ros.kinematics import Chain, KinematicsError, joint_velocities
-from refine_ros.messages import pack_json, pack_step
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
@@ -43,6 +41,8 @@ from refine_ros.params import (
     values,
 )
 from refine_ros.tf_buffer import TfBuffer
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_json, pack_step
 from refine_ros_interfaces.msg import Step
 
 # The simulator's column order is the contract the fitted programs were trained on, so the

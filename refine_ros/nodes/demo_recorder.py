@@ -46,13 +46,13 @@ from std_srvs.srv import SetBool, Trigger
 from refine_core.rollout.demo import DemonstrationError, teleop_source
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros import qos
-from refine_ros.messages import pack_json, unpack_json, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.recording import Take, build_demonstration, save_take, take_problem
 from refine_ros.safety import stop_label
 from refine_ros.take_bag import TakeBag, message_class, parse_topics
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_json, unpack_json, unpack_vector
 from refine_ros_interfaces.msg import Step
 
 PARAMETERS: dict[str, Param] = {

@@ -30,8 +30,6 @@ from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros import qos
-from refine_ros.messages import pack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.teleop import (
@@ -44,6 +42,8 @@ from refine_ros.teleop import (
     joy_map_for,
     label_service,
 )
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_vector
 
 
 def _button(control: str, what: str) -> Param:

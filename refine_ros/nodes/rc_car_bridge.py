@@ -34,12 +34,12 @@ from std_msgs.msg import Float64MultiArray, String
 
 from refine_core.tasks.registry import get_task
 from refine_ros import car_interface as car
-from refine_ros import qos
-from refine_ros.messages import pack_json, pack_step
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
 from refine_ros.vision import N_TILES, TILE_FEATURES
+from refine_ros.wire import qos
+from refine_ros.wire.messages import pack_json, pack_step
 from refine_ros_interfaces.msg import Step
 
 # The simulator's column order, from the task spec: the contract fitted programs rely on.

@@ -20,11 +20,11 @@ from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from refine_ros import qos
 from refine_ros.logger.writer import LogWriter
 from refine_ros.nodes._bridge import RESULT_TOPIC
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
+from refine_ros.wire import qos
 from refine_ros_interfaces.msg import Step
 
 __all__ = ["PARAMETERS", "LogWriter", "RolloutLogger", "main"]
@@ -38,7 +38,7 @@ TOPICS = {
 }
 COMMAND_STREAMS = ("action",)
 """Streams on the command path's counted Float64MultiArray; the others are Step messages that
-carry their column names (refine_ros/messages.py says why)."""
+carry their column names (refine_ros/wire/messages.py says why)."""
 SAFE_TOPIC = "refine/safe_action"  # with log_safe_action: what the safety node sent the robot
 COLUMN_TOPICS = {
     "observation": "refine/observation_columns",

@@ -20,8 +20,6 @@ from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
-from refine_ros import qos
-from refine_ros.messages import NotCounted, pack_vector, unpack_vector
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
     Param,
@@ -33,6 +31,8 @@ from refine_ros.params import (
     values,
 )
 from refine_ros.safety import Decision, InvalidSafetyConfig, SafetyConfig, SafetyFilter
+from refine_ros.wire import qos
+from refine_ros.wire.messages import NotCounted, pack_vector, unpack_vector
 from refine_ros_interfaces.msg import Step
 
 # The limits belong to one robot, so they have no default here: each real profile sets them

@@ -44,10 +44,11 @@ from refine_core.rollout.schema import RolloutSchema
 from refine_core.tasks import get_task, task_names
 from refine_core.tasks.scene import Scene
 from refine_core.tasks.view import TaskView
-from refine_ros import adapters, markers, qos
-from refine_ros.messages import REWARD_NAMES, pack_json, pack_step, unpack_vector
+from refine_ros import adapters, markers
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters
+from refine_ros.wire import qos
+from refine_ros.wire.messages import REWARD_NAMES, pack_json, pack_step, unpack_vector
 from refine_ros_interfaces.msg import Step
 
 STATIC_REPUBLISH_S = 2.0  # static shapes (the car track) are big and fixed: re-sent for late RViz windows

@@ -14,7 +14,6 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from refine_ros import qos
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters
 from refine_ros.vision import (
@@ -27,6 +26,7 @@ from refine_ros.vision import (
     TrackNotFound,
     detect_tiles,
 )
+from refine_ros.wire import qos
 
 _HSV = (0, 255)
 # name -> (default, description, range); the HSV thresholds are integers in 0 ... 255

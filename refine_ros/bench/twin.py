@@ -14,7 +14,7 @@ it stored; and, with a fault, whether the robot stopped and stayed stopped until
 `bench_twin` adds the track detector's tile error on the twin camera next to the simulator's
 own tiles (refine_ros/twin/bench.py, no ROS).
 
-`python -m refine_ros.bench_twin [--robot arm] [--seconds 20] [--quick]` prints the JSON.
+`python -m refine_ros.bench.twin [--robot arm] [--seconds 20] [--quick]` prints the JSON.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.bench_faults import (
+from refine_ros.bench.faults import (
     BRIDGES,
     Processes,
     driver_topic,
@@ -39,11 +39,11 @@ from refine_ros.bench_faults import (
     moving,
     profile_parameters,
 )
-from refine_ros.bench_faults import (
+from refine_ros.bench.faults import (
     Harness as FaultHarness,
 )
-from refine_ros.messages import REWARD_NAMES
-from refine_ros.twin_bringup import TWIN_DRIVERS
+from refine_ros.bringup.twin import TWIN_DRIVERS
+from refine_ros.wire.messages import REWARD_NAMES
 
 TWIN_NODES = {robot: TWIN_DRIVERS[bridge].node for robot, bridge in BRIDGES.items()}
 TWIN_SENSORS = {"arm": "joints", "car": "odom"}
@@ -60,8 +60,14 @@ class Harness:
         from std_msgs.msg import Float64MultiArray, String
         from std_srvs.srv import SetBool, Trigger
 
-        from refine_ros import qos
-        from refine_ros.messages import pack_json, pack_step, pack_vector, step_type, unpack_vector
+        from refine_ros.wire import qos
+        from refine_ros.wire.messages import (
+            pack_json,
+            pack_step,
+            pack_vector,
+            step_type,
+            unpack_vector,
+        )
 
         self.robot = robot
         self.node = node = Node("twin_harness", context=context)
@@ -247,7 +253,7 @@ def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 
     from rclpy.context import Context
 
     from refine_ros.bench import count_logged
-    from refine_ros.spin import NodeSpinner
+    from refine_ros.bringup.spin import NodeSpinner
 
     result = RigResult(robot)
     procs = Processes(env, workdir)

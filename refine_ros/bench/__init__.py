@@ -64,8 +64,8 @@ def publish_steps(
 
     from refine_core.rollout.schema import RolloutSchema
     from refine_core.tasks import get_task
-    from refine_ros import qos
-    from refine_ros.messages import REWARD_NAMES, pack_json, pack_step, pack_vector, step_type
+    from refine_ros.wire import qos
+    from refine_ros.wire.messages import REWARD_NAMES, pack_json, pack_step, pack_vector, step_type
 
     spec = get_task(TASK).spec
     obs_cols = list(spec.observation_columns)
@@ -239,20 +239,20 @@ def bench_logger(rates: Sequence[float] = (200, 500, 1000, 2000, 4000), seconds:
 
 def bench_ros(quick: bool = False, progress: bool = True) -> dict[str, object]:
     """Every ROS figure of `refine bench --json`: the logger's lossless rate here, the action
-    latency with the learner in the loop (refine_ros.bench_latency), the car graph's control rate
-    with every node its own process and in one process, side by side (refine_ros.bench_graph),
-    losses and watchdog trips of the live arm graph under load (refine_ros.bench_robot), and the
-    fault matrix: faults x robots, unsafe commands at the driver (refine_ros.bench_faults).
+    latency with the learner in the loop (refine_ros.bench.latency), the car graph's control rate
+    with every node its own process and in one process, side by side (refine_ros.bench.graph),
+    losses and watchdog trips of the live arm graph under load (refine_ros.bench.robot), and the
+    fault matrix: faults x robots, unsafe commands at the driver (refine_ros.bench.faults).
     `quick`: each at its smallest size (`refine bench --quick`), figures meaningless; the fault
     matrix then runs one fault per robot."""
     if quick:
         results: dict[str, object] = dict(bench_logger(rates=(200,), seconds=0.5, progress=False))
     else:
         results = dict(bench_logger(progress=progress))
-    from refine_ros.bench_faults import bench_faults
-    from refine_ros.bench_graph import bench_graph
-    from refine_ros.bench_latency import bench_latency
-    from refine_ros.bench_robot import bench_robot
+    from refine_ros.bench.faults import bench_faults
+    from refine_ros.bench.graph import bench_graph
+    from refine_ros.bench.latency import bench_latency
+    from refine_ros.bench.robot import bench_robot
 
     results.update(bench_latency(seconds=1.0) if quick else bench_latency())
     results.update(bench_graph(repeats=1, progress=False, episodes=1, max_steps=30) if quick

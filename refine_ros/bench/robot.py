@@ -11,7 +11,7 @@ episode and 18 watchdog trips with this profile, from a depth-1 writer on `refin
 learner that could not keep up. The figure is only meaningful with the real processes, the
 real DDS and the real control rate, so nothing here is simulated except the arm's drivers.
 
-`python -m refine_ros.bench_robot [--episodes 10] [--steps 500]` prints the JSON.
+`python -m refine_ros.bench.robot [--episodes 10] [--steps 500]` prints the JSON.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def _watch_node(context):
     from std_msgs.msg import Float64MultiArray
     from std_srvs.srv import Trigger
 
-    from refine_ros import qos
-    from refine_ros.messages import unpack_vector
+    from refine_ros.wire import qos
+    from refine_ros.wire.messages import unpack_vector
 
     class Watch(Node):
         def __init__(self) -> None:
@@ -161,8 +161,8 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     from refine_core.tasks.registry import get_task
     from refine_ros.bench import ros_env
     from refine_ros.bringup import launch_plan
-    from refine_ros.processes import ProcessGraph
-    from refine_ros.up import UpOptions, plan_profile
+    from refine_ros.bringup.processes import ProcessGraph
+    from refine_ros.bringup.up import UpOptions, plan_profile
 
     env = ros_env()
     with tempfile.TemporaryDirectory(prefix="refine_bench_robot_") as tmp:
@@ -178,7 +178,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
         seen_file = Path(tmp) / "operator.json"
         driver = subprocess.Popen([sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args",
                                    "-p", f"rate:={DRIVER_HZ}"], env=env)
-        operator = subprocess.Popen([sys.executable, "-m", "refine_ros.bench_robot", "operator", "--out",
+        operator = subprocess.Popen([sys.executable, "-m", "refine_ros.bench.robot", "operator", "--out",
                                      str(seen_file)], env=env)
         started = time.monotonic()
         try:
@@ -236,7 +236,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m refine_ros.bench_robot", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m refine_ros.bench.robot", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", nargs="?", default="bench", choices=("bench", "operator"))
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--steps", type=int, default=500)

@@ -50,8 +50,8 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
     from std_srvs.srv import Trigger
 
     from refine_core.tasks.registry import get_task
-    from refine_ros import qos
-    from refine_ros.messages import REWARD_NAMES, pack_step, step_type, unpack_vector
+    from refine_ros.wire import qos
+    from refine_ros.wire.messages import REWARD_NAMES, pack_step, step_type, unpack_vector
 
     names = get_task("door_open").spec.observation_columns  # the values are the door's (_door_observations)
 
@@ -109,7 +109,7 @@ def _probe_node(context, steps: int, rate_hz: float, observations: list[list[flo
 def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: str = "single") -> dict[str, Any]:
     """Run the probe against the learner for `seconds` at `rate_hz`; returns p50/p99/max in ms,
     the number of observations and how many got no action."""
-    from refine_ros.up import control_switch_interval
+    from refine_ros.bringup.up import control_switch_interval
 
     steps = max(10, int(rate_hz * seconds))
     observations = _door_observations(steps)
@@ -136,9 +136,9 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
-    from refine_ros import protocol
+    from refine_ros.bringup.up import make_executor
     from refine_ros.nodes.learner_node import LearnerNode
-    from refine_ros.up import make_executor
+    from refine_ros.wire import protocol
     from refine_ros_interfaces.action import RunRollout
 
     context = rclpy.Context()

@@ -20,7 +20,7 @@ confirming again. What is counted as unsafe:
   command would go on moving), or no stop at all;
 - a step MoveIt Servo refused that the bridge reported as executed.
 
-`python -m refine_ros.bench_faults [--robot arm] [--fault estop]` prints the JSON.
+`python -m refine_ros.bench.faults [--robot arm] [--fault estop]` prints the JSON.
 """
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ class Harness:
         from std_msgs.msg import Bool, Float64MultiArray
         from std_srvs.srv import SetBool, Trigger
 
-        from refine_ros import qos
-        from refine_ros.messages import step_type
+        from refine_ros.wire import qos
+        from refine_ros.wire.messages import step_type
 
         self.robot, self.bridge = robot, bridge
         self.node = node = Node("fault_harness", context=context)
@@ -168,7 +168,7 @@ class Harness:
             self.commands.append((_stamp(), msg))
 
     def _on_result(self, msg) -> None:
-        from refine_ros.messages import unpack_vector
+        from refine_ros.wire.messages import unpack_vector
 
         result = unpack_vector(msg, width=2)
         with self.lock:
@@ -293,7 +293,7 @@ class Policy:
     """Commands at POLICY_HZ on a thread; `values` can be swapped while it runs."""
 
     def __init__(self, harness: Harness, values: tuple[float, ...]) -> None:
-        from refine_ros.messages import pack_vector
+        from refine_ros.wire.messages import pack_vector
 
         self.harness, self.values, self.step = harness, values, 0
         self.pack, self.label = pack_vector, "policy"
@@ -329,7 +329,7 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
     import rclpy
     from rclpy.context import Context
 
-    from refine_ros.spin import NodeSpinner
+    from refine_ros.bringup.spin import NodeSpinner
 
     result = FaultResult(robot, fault)
     safety = {**profile_parameters(robot, "safety_node"), "dry_run": False}
@@ -399,7 +399,7 @@ class _EstopButton:
         from rclpy.node import Node
         from std_msgs.msg import Bool
 
-        from refine_ros import qos
+        from refine_ros.wire import qos
 
         self.node = Node("estop_button", context=context)
         self.pub = self.node.create_publisher(Bool, "refine/estop", qos.COMMAND)
@@ -531,7 +531,7 @@ def bench_faults(robots: tuple[str, ...] = ROBOTS, faults: tuple[str, ...] = FAU
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m refine_ros.bench_faults", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m refine_ros.bench.faults", description=__doc__.split("\n\n")[0])
     parser.add_argument("--robot", choices=ROBOTS, action="append")
     parser.add_argument("--fault", choices=FAULTS, action="append")
     args = parser.parse_args(argv)

@@ -44,7 +44,7 @@ class GraphTrial:
 def _profile(run_dir: Path):
     """car_sim as `refine up` plans it, without the analysis node (the benchmark drives)."""
     from refine_ros.bringup import Profile
-    from refine_ros.up import UpOptions, plan_profile
+    from refine_ros.bringup.up import UpOptions, plan_profile
 
     full = plan_profile(PROFILE, UpOptions(run_dir=run_dir))
     nodes = tuple(n for n in full.nodes if n.name != "analysis_node")
@@ -60,7 +60,7 @@ class _Driver:
         from rclpy.node import Node
         from std_srvs.srv import Trigger
 
-        from refine_ros import protocol
+        from refine_ros.wire import protocol
         from refine_ros_interfaces.action import RunRollout
 
         self.node = Node("bench_graph_driver", context=context)
@@ -70,7 +70,7 @@ class _Driver:
         self.flush = self.node.create_client(Trigger, "logger/flush")
 
     def send(self, goal) -> None:
-        from refine_ros import protocol
+        from refine_ros.wire import protocol
 
         def on_result(future) -> None:
             self.answer = protocol.read_rollout_result(future.result().result)
@@ -91,7 +91,7 @@ def _goal(run_id: int, episodes: int, max_steps: int) -> Any:
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
     from refine_core.tasks.registry import get_task
-    from refine_ros import protocol
+    from refine_ros.wire import protocol
 
     task = get_task("car_racing")
     plan = [PlannedEpisode("diagnostic", i, seed) for i, seed in enumerate(task.spec.selection_seeds[:episodes])]
@@ -150,7 +150,7 @@ def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int =
     from rclpy.executors import SingleThreadedExecutor
 
     from refine_ros.bringup import launch_plan
-    from refine_ros.processes import ProcessGraph
+    from refine_ros.bringup.processes import ProcessGraph
 
     run_dir = workdir / "multi"
     run_id = _new_run(run_dir)
@@ -178,8 +178,8 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
     """The same nodes in this process, as `refine up` runs them."""
     import rclpy
 
-    from refine_ros.spin import NodeSpinner
-    from refine_ros.up import control_switch_interval, start_nodes
+    from refine_ros.bringup.spin import NodeSpinner
+    from refine_ros.bringup.up import control_switch_interval, start_nodes
 
     run_dir = workdir / "one"
     run_id = _new_run(run_dir)

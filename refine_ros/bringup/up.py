@@ -1,7 +1,7 @@
 """`refine up PROFILE`: a profile's whole node set in one process, for machines without
 `ros2 launch` (a venv with the ROS 2 client wheels is enough). With `--processes` every node
 runs in its own process instead, started exactly as the launch files start it
-(`refine_ros.processes`).
+(`refine_ros.bringup.processes`).
 
 Why it is built this way:
 - The node set, parameters and remappings come from `bringup.resolve_profile`, the same
@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from refine_ros.bringup import NodeSpec, Profile, ProfileError, resolve_profile
-from refine_ros.spin import EXECUTORS, NodeSpinner, make_executor  # noqa: F401 - make_executor: bench_latency
+from refine_ros.bringup.spin import EXECUTORS, NodeSpinner, make_executor  # noqa: F401 - make_executor: bench_latency
 
 EXIT_STOPPED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 130
 SWITCH_INTERVAL_S = 0.001
@@ -230,10 +230,10 @@ def run_profile(profile: str, options: UpOptions) -> int:
 
 
 def _run_processes(resolved: Profile, options: UpOptions) -> int:
-    """The profile's nodes as separate processes (`refine_ros.processes`), until the analysis
+    """The profile's nodes as separate processes (`refine_ros.bringup.processes`), until the analysis
     node exits; Ctrl-C stops every node as `ros2 launch` would."""
     from refine_ros.bringup import launch_plan
-    from refine_ros.processes import ProcessGraph
+    from refine_ros.bringup.processes import ProcessGraph
 
     graph = ProcessGraph(launch_plan(resolved))
     code = EXIT_STOPPED

@@ -3,7 +3,7 @@
 Imported only by launch files (it needs ROS 2's `launch` / `launch_ros`, which are not on PyPI);
 everything a profile means, and every check made before a process starts, is decided by
 `bringup`, which is importable and tested anywhere. `refine up --processes` runs the same plan
-without `launch` (`refine_ros.processes`), so CI covers what this file starts.
+without `launch` (`refine_ros.bringup.processes`), so CI covers what this file starts.
 """
 
 from launch.actions import (

@@ -1,0 +1,2 @@
+"""What crosses the graph and how: the step streams' codec (`messages`), the analysis node's
+actions to the learner (`protocol`) and the QoS profile of each side of each topic (`qos`)."""
