@@ -263,6 +263,7 @@ def test_the_learner_reports_fit_epochs_and_stops_a_cancelled_fit_at_once(client
     and the goal ends CANCELED."""
     from action_msgs.msg import GoalStatus
     from action_msgs.srv import CancelGoal
+    from programs.slow import slow_door_program
 
     from refine_core.policy.programs import starter_program
     from refine_ros.wire import protocol
@@ -270,16 +271,19 @@ def test_the_learner_reports_fit_epochs_and_stops_a_cancelled_fit_at_once(client
 
     feedback: list = []
     handle = send_goal(client_node, FitProgram, protocol.FIT_ACTION,
-                       protocol.fit_goal(learner.run_id, starter_program("door_open")), feedback)
+                       protocol.fit_goal(learner.run_id, slow_door_program()), feedback)
+    result = handle.get_result_async()
     deadline = time.monotonic() + 60.0
-    while len(feedback) < 3 and time.monotonic() < deadline:
+    while len(feedback) < 3 and time.monotonic() < deadline and not result.done():
         time.sleep(0.02)
-    assert len(feedback) >= 3, "no epoch feedback from the learner"
+    assert len(feedback) >= 3, ("no epoch feedback from the learner: "
+                                f"{result.result().result.error if result.done() else 'no result either'}\n"
+                                + "".join(learner.lines[-20:]))
     cancel_all = client_node.create_client(CancelGoal, f"/{protocol.FIT_ACTION}/_action/cancel_goal")
     assert cancel_all.wait_for_service(timeout_sec=10.0)
     started = time.monotonic()
     cancel = wait_future(cancel_all.call_async(CancelGoal.Request()))
-    outcome = wait_future(handle.get_result_async())
+    outcome = wait_future(result)
     cancel_took = time.monotonic() - started
     assert len(cancel.goals_canceling) == 1
     assert outcome.status == GoalStatus.STATUS_CANCELED, outcome.result.error
@@ -410,15 +414,15 @@ def test_a_fit_is_cancelled_from_the_command_line(client_node, learner, ament_pa
     """`ros2 service call <action>/_action/cancel_goal` with an empty request cancels every goal
     of the learner's fit action (the standard action cancel service)."""
     from action_msgs.msg import GoalStatus
+    from programs.slow import slow_door_program
 
-    from refine_core.policy.programs import starter_program
     from refine_ros.wire import protocol
     from refine_ros_interfaces.action import FitProgram
 
     ros2_command()
     feedback: list = []
     handle = send_goal(client_node, FitProgram, protocol.FIT_ACTION,
-                       protocol.fit_goal(learner.run_id, starter_program("door_open")), feedback)
+                       protocol.fit_goal(learner.run_id, slow_door_program()), feedback)
     out = ros2("service", "call", f"/{protocol.FIT_ACTION}/_action/cancel_goal", "action_msgs/srv/CancelGoal", "{}")
     outcome = wait_future(handle.get_result_async())
     assert "goals_canceling=[action_msgs.msg.GoalInfo(" in out, out
