@@ -133,6 +133,45 @@ def test_gaps_and_garbage_are_recorded_not_fatal(run_dir):
     db.close()
 
 
+@pytest.mark.parametrize("log_unannounced", [True, False])
+def test_steps_that_overtake_their_start_event_belong_to_its_episode(run_dir, log_unannounced):
+    """The start event travels on its own topic and can arrive after the episode's first steps
+    (the learner publishes it, then the first actions): those steps are held until it comes and
+    logged as that episode's, from step 0, with no gap, whether or not unannounced episodes are
+    logged (a robot profile drops them)."""
+    w = _writer(run_dir, log_unannounced=log_unannounced)
+    def step(t: int) -> None:
+        w.put("observation", pack_vector(7, t, [t, t]))
+        w.put("action", pack_vector(7, t, [0.0, 0.0]))
+        w.put("reward", pack_vector(7, t, [1.0, float(t == 5), 0.0]))
+
+    for t in range(3):
+        step(t)
+    w.put("events", pack_json({"event": "start", "episode": 7, "round": 2, "kind": "eval", "seed": 5, "index": 0}))
+    for t in range(3, 6):
+        step(t)
+    w.put("observation", pack_vector(7, 6, [6, 6]))
+    assert wait_for(lambda: w.last_finished == (1, 2, "eval", 0), 5.0), w.last_finished
+    w.stop()
+    db = RunDatabase(run_dir)
+    assert list(db.load_steps(1, 2)["step"]) == list(range(6)) and not db.events(1, kind="gap")
+    assert w.unannounced == 0 and w.late_parts == 0
+    db.close()
+
+
+def test_steps_of_an_episode_that_is_never_announced_are_dropped_after_the_hold(run_dir):
+    """A robot bridge's stream between episodes (counter 0, no start event) on a profile that
+    logs only announced episodes: held for EARLY_HOLD_S, then dropped and counted."""
+    from refine_ros.logger.writer import EARLY_HOLD_S
+
+    w = _writer(run_dir, log_unannounced=False)
+    for t in range(4):
+        w.put("observation", pack_vector(0, t, [t, t]))
+    assert wait_for(lambda: w.unannounced == 4, EARLY_HOLD_S + 5.0), w.unannounced
+    w.stop()
+    assert w.rows_written == 0
+
+
 def test_a_restarted_episode_counter_closes_the_old_episode_incomplete(run_dir):
     """A start event for a counter whose episode is still open (a learner restarted mid
     episode) closes the old one as incomplete and logs the new one from step 0."""

@@ -8,6 +8,11 @@ Why it is built this way:
   turns their decisions into `refine_core.store` calls, and only those (no SQL here): rows go in
   batched transactions, so a SIGKILL loses at most the open batch and SIGINT (`stop`) flushes it.
 - A gap in any stream's step counter becomes an `events` row of kind `gap`.
+- A step of an episode no start event has announced yet is held back for `EARLY_HOLD_S`: the
+  start event travels on its own (latched) topic and can arrive after the episode's first
+  steps (DDS orders messages per topic, not across topics). When the start comes, the held
+  steps are handled as if they had come after it; when it does not, they are logged
+  unannounced (`log_unannounced`) or dropped, as before.
 - On start it flags episodes a previous (killed) logger left open as incomplete.
 
 Database keys match `refine run`: the `episode` column is the start event's `index` (0.. within
@@ -37,6 +42,8 @@ from refine_ros.wire.messages import CountedVector, NotCounted, unpack_vector, v
 
 ITEM_BATCH = 2000
 """Queue items handled before the writer checks its clocks again."""
+EARLY_HOLD_S = 2.0
+"""How long a step of a not yet announced episode waits for its start event."""
 
 
 def _counted(stream: str, msg: Any) -> CountedVector:
@@ -98,6 +105,9 @@ class LogWriter:
         self.db: RunDatabase | None = None
         self.error: BaseException | None = None
         self._events: list[tuple[str, str, dict, int | None]] = []
+        self._early: dict[int, list[tuple[str, float, Any]]] = {}
+        """Steps of episodes the book does not know yet, by episode number, until their start
+        event (or EARLY_HOLD_S) decides what they are."""
         self._flush_requests: list[tuple[float, threading.Event, list]] = []
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -238,18 +248,34 @@ class LogWriter:
             int(event["episode"])
         except (TypeError, ValueError):
             raise BadMessage(f"episode event: episode {event['episode']!r} is not a number") from None
+        held = self._early.pop(int(event["episode"]), [])
+        starts = event.get("event") == "start"
+        if not starts:  # an end (or a reset) of an episode nobody started: its held steps are unannounced
+            self._replay(held, release=True)
         outcome = self.book.on_event(event, received)
         for episode in outcome.close:
             self._close(episode)
         for number in outcome.forget:
             self.rows.forget(number)
+        if starts:  # the held steps came before their start: handle them as if after it
+            self._replay(held, release=False)
 
-    def _on_vector(self, stream: str, received: float, msg: Any) -> None:
+    def _replay(self, held: list[tuple[str, float, Any]], release: bool) -> None:
+        for stream, at, msg in held:
+            try:
+                self._on_vector(stream, at, msg, release=release)
+            except BadMessage as exc:  # one bad held step must not cost the others
+                self._bad(str(exc))
+
+    def _on_vector(self, stream: str, received: float, msg: Any, release: bool = False) -> None:
         vec = _counted(stream, msg)
         number, step, values = vec.episode, vec.step, vec.values
         key = (number, step)
         if number in self.book.closed or key in self.rows.written:
             self.late_parts += 1
+            return
+        if number not in self.book.open and not release:
+            self._early.setdefault(number, []).append((stream, received, msg))
             return
         if not self.log_unannounced and not self.book.announced(number):
             self.unannounced += 1
@@ -305,8 +331,16 @@ class LogWriter:
         episode = self.book.open.get(number)
         return episode is not None and episode.end_at is None
 
+    def _release_early(self, now: float, final: bool) -> None:
+        """Held steps whose start event did not come within EARLY_HOLD_S: an unannounced
+        episode after all."""
+        for number in [n for n, held in self._early.items() if final or now - held[0][1] >= EARLY_HOLD_S]:
+            self._replay(self._early.pop(number), release=True)
+
     def _flush(self, final: bool) -> None:
         now = time.monotonic()
+        if self._early:
+            self._release_early(now, final)
         ripe = self.rows.ripe(now, self.join_timeout, final, self._running, self.log_safe_action)
         closing = self.book.closing(now, final)
         if self.rows.safe or self.rows.results:
@@ -394,7 +428,7 @@ class LogWriter:
 
     def _answer_flushes(self, final: bool = False) -> None:
         self._flush(final=final)
-        waiting = [] if final else self._unflushed()
+        waiting = [] if final else self._unflushed()  # (held steps of unannounced episodes do not count)
         now = time.monotonic()
         keep = []
         for deadline, done, answer in self._flush_requests:

@@ -249,7 +249,8 @@ class LearnerNode(Node):
                     result = self._refused(kind, action, "cancelled before it started")
                 else:
                     result = self._fit(handle, cancel) if kind == "fit" else self._rollout(handle, cancel)
-                state = "canceled" if cancel.is_set() else "succeed"
+                # a fit that finished before its cancel took effect is kept (CANCELING -> SUCCEEDED)
+                state = "canceled" if cancel.is_set() and (kind == "rollout" or result.error) else "succeed"
             except protocol.ProtocolError as exc:
                 self.get_logger().error(f"refused a malformed {kind} goal: {exc}")
                 result, state = self._refused(kind, action, f"malformed goal: {exc}"), "abort"
