@@ -1,7 +1,8 @@
 """refine_ros_interfaces and the test copies of external interface packages, as built by
 `make install`: every type imports, crosses DDS between two processes unchanged, and the
 services and actions work across processes (feedback, cancel). The other process is
-`test/interface_peer.py`; the ros2 command-line tools are used where they are installed.
+`test/interface_peer.py`, or for the fit action the real `learner_node` from its console script;
+the ros2 command-line tools are used where they are installed.
 
 Copies of external packages (test/interfaces/) must be the upstream types exactly: their type
 hashes are compared with the ones computed from the upstream definitions, and the constants
