@@ -30,8 +30,15 @@ TASK = "door_open"
 LATENTS = ("latent_reach_error", "latent_grasp", "weight_gain")
 
 
+DDS_VARIABLES = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")
+
+
 def ros_env(domain: int | None = None) -> dict[str, str]:
-    """Environment for child processes: loopback-only DDS on a domain of their own."""
+    """Environment for child processes: loopback-only DDS on a domain of their own. Without an
+    explicit `domain`, the domain picked (or the one already set) is also this process's: the
+    benchmarks' in-process harnesses create their rclpy contexts after starting the children,
+    and a context reads these variables when it is created; on another domain or discovery
+    range the harness would never see its rig."""
     env = dict(os.environ)
     if domain is not None:
         env["ROS_DOMAIN_ID"] = str(domain)
@@ -39,6 +46,9 @@ def ros_env(domain: int | None = None) -> dict[str, str]:
         env.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    if domain is None:
+        for name in DDS_VARIABLES:
+            os.environ.setdefault(name, env[name])
     return env
 
 
