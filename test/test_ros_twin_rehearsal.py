@@ -32,7 +32,7 @@ ROBOTS = {
     # profile, the stick held, (action index, its value through the safety node), the
     # observation feature that must grow while the robot moves and by how much
     "arm": ("arm_real", {LEFT_Y: 0.6}, (1, 0.6), ("features", 1, 0.03)),  # forward: the tool's y, m
-    "car": ("rc_car_real", {TRIGGER_RIGHT: -0.3}, (1, 0.3), ("indicators", 0, 0.05)),  # gas: the speed
+    "car": ("rc_car_real", {TRIGGER_RIGHT: -0.3}, (1, 0.3), ("indicators", 0, 0.02)),  # gas: the speed
 }
 
 
