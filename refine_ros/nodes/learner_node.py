@@ -137,7 +137,6 @@ class LearnerNode(Node):
         self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "")
         self.active: ActiveEpisode | None = None
         self.bad_messages = 0
-        self.requests_done = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._cancels: dict[bytes, threading.Event] = {}
         self._results: dict[bytes, tuple[Any, str]] = {}
@@ -243,33 +242,26 @@ class LearnerNode(Node):
             except queue.Empty:
                 continue
             key, cancel = bytes(handle.goal_id.uuid), self._cancel_event(handle)
-            action = FitProgram if kind == "fit" else RunRollout
             try:
                 if cancel.is_set():
-                    result = self._refused(kind, action, "cancelled before it started")
+                    result = _refused(kind, "cancelled before it started")
                 else:
                     result = self._fit(handle, cancel) if kind == "fit" else self._rollout(handle, cancel)
                 # a fit that finished before its cancel took effect is kept (CANCELING -> SUCCEEDED)
                 state = "canceled" if cancel.is_set() and (kind == "rollout" or result.error) else "succeed"
             except protocol.ProtocolError as exc:
                 self.get_logger().error(f"refused a malformed {kind} goal: {exc}")
-                result, state = self._refused(kind, action, f"malformed goal: {exc}"), "abort"
+                result, state = _refused(kind, f"malformed goal: {exc}"), "abort"
             except Exception:  # keep serving; say exactly what broke
                 if self._closing.is_set():
                     return  # the node is gone under this thread: nothing to answer, nobody to tell
                 self.get_logger().error(f"{kind} goal failed:\n{traceback.format_exc()}")
-                result, state = self._refused(kind, action, traceback.format_exc(limit=-1).strip()), "abort"
+                result, state = _refused(kind, traceback.format_exc(limit=-1).strip()), "abort"
             if result is None or self._closing.is_set():  # an interrupted round has no answer: the run resumes it
                 return
             self._results[key] = (result, state)
             self._cancels.pop(key, None)
-            self.requests_done += 1
             handle.execute()  # the action server calls _report on the executor
-
-    def _refused(self, kind: str, action: Any, why: str) -> Any:
-        if kind == "fit":
-            return protocol.fit_result(error=why)
-        return action.Result()
 
     def _fit(self, handle: ServerGoalHandle, cancel: threading.Event) -> Any:
         goal, started = handle.request, time.monotonic()
@@ -412,6 +404,12 @@ class LearnerNode(Node):
 def _never_ran(planned: PlannedEpisode, error: str) -> dict:
     return {"kind": planned.kind, "index": planned.index, "seed": planned.seed, "steps": 0, "error": error,
             "summary": {"return": 0.0, "metric": float("nan"), "success": 0.0}}
+
+
+def _refused(kind: str, why: str) -> Any:
+    """The result of a goal that was not worked on: a fit carries the reason (the analyst reads
+    it); a rollout has no episodes, and its ABORTED status says enough."""
+    return protocol.fit_result(error=why) if kind == "fit" else RunRollout.Result()
 
 
 def _no_progress(phase: str, done: int | None, planned: PlannedEpisode) -> None:
