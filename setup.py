@@ -50,7 +50,7 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
-        ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.rviz")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.rviz") + glob("config/*.xml")),
         ("share/" + PACKAGE + "/urdf", glob("urdf/*")),
     ],
     install_requires=REQUIREMENTS,

@@ -73,6 +73,8 @@ class ActiveEpisode:
     infos: list[dict] = field(default_factory=list)
     actions: int = 0
     last_step: int = -1
+    last_seen: float | None = None
+    """time.monotonic() of the last observation taken (None: none yet)."""
     error: str | None = None
     control_ms: list[float] = field(default_factory=list)
     """Observation in -> action out, per step."""
@@ -88,6 +90,7 @@ class ActiveEpisode:
         if counter != self.counter or step <= self.last_step or self.closed.is_set():
             return None
         self.last_step = step
+        self.last_seen = time.monotonic()
         self.observations.append(obs)
         if self.ended.is_set() or step >= self.limit:
             self.closed.set()  # the terminal observation: nothing to act on

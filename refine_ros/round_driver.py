@@ -15,6 +15,7 @@ that event.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,6 +55,11 @@ class RoundDriver:
     episode_timeout_s: float = 300.0
     step_budget_ends: bool = False
     """A robot: no simulator says 'done'; an episode ends after its step budget."""
+    observation_timeout_s: float = 0.0
+    """An episode whose observations stop for this long (from its start, or its last one) ends
+    as failed; 0: only `episode_timeout_s` ends it. On a robot the observations stop when a
+    sensor goes silent (a car whose camera lost the road): the safety node has stopped the robot,
+    and the operator should not wait out the episode timeout."""
 
     def run(self, request: dict, runner: PolicyRunner, activate: Callable[[ActiveEpisode | None], None],
             closing: Stop, progress: Progress | None = None) -> tuple[list[dict], dict]:
@@ -96,9 +102,8 @@ class RoundDriver:
         running()
         self.robot.announce({"event": "start", **event})
         error = self.robot.start()
-        if error is None and not episode.ended.wait(self.episode_timeout_s):
-            error = (f"no end of episode within {self.episode_timeout_s:g} s "
-                     f"({episode.last_step + 1} steps seen)")
+        if error is None:
+            error = self._wait_for_end(episode)
         if error is None:
             episode.closed.wait(1.0)  # the terminal observation, for the summary
         if error:
@@ -106,6 +111,21 @@ class RoundDriver:
         activate(None)
         self.robot.announce({"event": "end", **event, "summary": episode.summary(self.task),
                              "complete": episode.error is None})
+
+    def _wait_for_end(self, episode: ActiveEpisode) -> str | None:
+        """None once the episode has ended; else why it never will."""
+        started = time.monotonic()
+        deadline = started + self.episode_timeout_s
+        while not episode.ended.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
+            now = time.monotonic()
+            if now >= deadline:
+                return f"no end of episode within {self.episode_timeout_s:g} s ({episode.last_step + 1} steps seen)"
+            silent = now - (episode.last_seen if episode.last_seen is not None else started)
+            if self.observation_timeout_s > 0 and silent > self.observation_timeout_s:
+                where = f"after step {episode.last_step}" if episode.last_seen is not None else "since the start"
+                return (f"no observation for {silent:.1f} s {where}: a sensor or the robot's bridge went silent "
+                        f"(observation_timeout {self.observation_timeout_s:g} s)")
+        return None
 
 
 def _latency(values: list[float]) -> dict:

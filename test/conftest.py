@@ -9,6 +9,10 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# The Fast DDS profile the launch files give every node (camera images fit in shared memory).
+from refine_ros.bringup.dds import dds_environment  # noqa: E402
+
+os.environ.update(dds_environment(os.environ))
 
 import pytest  # noqa: E402
 

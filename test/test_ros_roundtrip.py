@@ -47,6 +47,16 @@ def test_bad_sets_are_profile_errors(text):
         parse_set(text)
 
 
+def test_a_whole_number_set_on_a_double_parameter_is_written_as_a_double(tmp_path):
+    """`--set demo_recorder.reset_time=10` (README): YAML reads an int, and a node started from a
+    params file (`--processes`, ros2 launch) refuses an int for a double parameter."""
+    recorder = plan_profile("arm_real_record_demo", UpOptions(run_dir=tmp_path, sets=["demo_recorder.reset_time=3",
+                                                                                       "demo_recorder.takes=2"]))
+    params = recorder.node("demo_recorder").parameters
+    assert params["reset_time"] == 3.0 and isinstance(params["reset_time"], float)
+    assert params["takes"] == 2 and isinstance(params["takes"], int), "an int parameter stays an int"
+
+
 def test_set_on_an_unknown_node_is_a_profile_error(tmp_path):
     with pytest.raises(ProfileError, match="no node 'ghost'"):
         plan_profile("door_sim", UpOptions(run_dir=tmp_path, sets=["ghost.x=1"]))

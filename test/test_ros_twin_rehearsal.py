@@ -4,7 +4,9 @@ up arm_real_record_demo --twin`, a gamepad held with the dead-man down, demo/sta
 demo/label true, demo/keep), then `refine up arm_real --twin` fits that take, runs a round and its live
 episodes on the twin, each after the operator's confirmation, with the safety node in the
 path; the same for the car (`rc_car_real`, the track detector reading the twin's camera).
-Each `refine up` is a process of its own; the gamepad and the operator are this test."""
+Every node is a process of its own (`refine up --processes`, as the README runs it); the
+gamepad and the operator are this test. `tools/rehearse_twin.py` runs the full-size version
+(two takes, two rounds, the task's episode length)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ ROBOTS = {
 
 
 def _up(profile: str, run_dir, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "refine_core.cli", "up", profile, "--twin", "--run", str(run_dir),
+    return subprocess.Popen([sys.executable, "-m", "refine_core.cli", "up", profile, "--twin", "--processes",
+                             "--run", str(run_dir),
                              "--timeout", "300", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)  # fmt: skip
 
@@ -56,8 +59,14 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
         # 1. the take: the stick forward (the task's +dy), the dead-man held
         record = _up(f"{profile}_record_demo", run_dir)
         procs.append(record)
-        pad.hold(axes=stick, buttons={BUTTON_LEFT_SHOULDER: 1})
+        # an operator picks up the gamepad once the teleop node hears it: a take started before
+        # that would be mostly dead-man pauses
+        deadline = time.monotonic() + 120.0
+        while pad.pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)
         for _take in range(4):  # a take the recorder refuses (a sensor paused) is recorded again
+            pad.hold(axes={i: 0.0 for i in stick}, buttons={BUTTON_LEFT_SHOULDER: 0})
             deadline = time.monotonic() + 120.0
             while True:  # the twin's first observations (and their columns) take a moment
                 started = call(operator.start, Trigger.Request(), timeout=120.0)
@@ -65,6 +74,9 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
                     break
                 time.sleep(0.3)
             assert started.success, started.message
+            # the stick only now, so the take begins at rest: held while the graph came up, it
+            # would have driven the robot before the take
+            pad.hold(axes=stick, buttons={BUTTON_LEFT_SHOULDER: 1})
             time.sleep(2.0)
             stopped = call(operator.stop, Trigger.Request())
             if stopped.success:

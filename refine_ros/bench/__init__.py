@@ -26,11 +26,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from refine_ros.bringup.dds import PROFILE_VARIABLE, dds_environment
+
 TASK = "door_open"
 LATENTS = ("latent_reach_error", "latent_grasp", "weight_gain")
 
 
-DDS_VARIABLES = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")
+DDS_VARIABLES = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION", PROFILE_VARIABLE)
 
 
 def ros_env(domain: int | None = None) -> dict[str, str]:
@@ -46,9 +48,11 @@ def ros_env(domain: int | None = None) -> dict[str, str]:
         env.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    env.update(dds_environment(env))  # camera images through shared memory, as the launch files do
     if domain is None:
         for name in DDS_VARIABLES:
-            os.environ.setdefault(name, env[name])
+            if name in env:
+                os.environ.setdefault(name, env[name])
     return env
 
 

@@ -108,6 +108,8 @@ class Processes:
         try:
             return proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # its threads' stacks into its log: where it hung
+            time.sleep(1.0)
             proc.kill()
             return proc.wait()
 

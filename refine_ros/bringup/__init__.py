@@ -7,7 +7,8 @@ machines without them):
   by the node registry, refine_ros/nodes/registry.py);
 - `drivers`: the seam a `driver:=NAME` choice plugs into (which nodes drive the robot), and
   `twin` the physics twins that plug into it;
-- `plan`: what a launch starts, every executable found and checked before anything starts.
+- `plan`: what a launch starts, every executable found and checked before anything starts;
+- `dds`: the DDS settings (the packaged Fast DDS profile) every front end gives its nodes.
 Starting (each imports what it runs, when it runs):
 - `launch_support`: the launch files' thin translation into `launch_ros` actions;
 - `processes`: `refine up --processes`, every node its own process, as `ros2 launch` does;
@@ -27,6 +28,7 @@ from refine_ros.bringup.arguments import (
     coerce,
     launch_options,
 )
+from refine_ros.bringup.dds import dds_environment
 from refine_ros.bringup.drivers import DRIVER_ARGUMENT, DRIVERS, driver_nodes
 from refine_ros.bringup.plan import (
     NODE_IMPORTS,
@@ -56,7 +58,8 @@ from refine_ros.nodes.registry import PACKAGE
 __all__ = [
     "ARGUMENT_TYPES", "DRIVERS", "DRIVER_ARGUMENT", "KINDS", "LAUNCH_OPTIONS", "NODE_IMPORTS", "NODE_KEYS",
     "PACKAGE", "REAL_ROBOT_STATE_PUBLISHER", "LaunchArgument", "LaunchCheckError", "LaunchPlan", "NodeSpec",
-    "PlannedNode", "Profile", "ProfileError", "all_launch_arguments", "coerce", "config_dir", "driver_nodes",
+    "PlannedNode", "Profile", "ProfileError", "all_launch_arguments", "coerce", "config_dir", "dds_environment",
+    "driver_nodes",
     "find_executable", "launch_arguments", "launch_options", "launch_overrides", "launch_plan", "missing_imports",
     "profile_names", "resolve_profile", "script_interpreter", "share_dirs",
 ]

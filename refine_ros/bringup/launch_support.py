@@ -6,6 +6,8 @@ everything a profile means, and every check made before a process starts, is dec
 without `launch` (`refine_ros.bringup.processes`), so CI covers what this file starts.
 """
 
+import os
+
 from launch.actions import (
     DeclareLaunchArgument,
     EmitEvent,
@@ -48,6 +50,7 @@ def _profile_nodes(context, profile: str | None):
     plan = bringup.launch_plan(bringup.resolve_profile(name, overrides))
     for warning in plan.skipped:
         logger.warning(warning)
+    environment = bringup.dds_environment(os.environ)  # as `refine up` does
     actions: list = []
     for planned in plan.nodes:
         node = Node(
@@ -57,6 +60,7 @@ def _profile_nodes(context, profile: str | None):
             remappings=list(planned.remappings),
             arguments=list(planned.arguments),
             output=planned.output,
+            additional_env=environment or None,
         )
         actions.append(node)
         reason = plan.exit_reason(planned.name)  # None: closing RViz, say, does not end a run

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from refine_ros.bringup import LaunchPlan, PlannedNode
+from refine_ros.bringup import LaunchPlan, PlannedNode, dds_environment
 
 STOP_TIMEOUT_S = 5.0
 """How long a node may take to exit after SIGINT before it gets SIGTERM (launch's default)."""
@@ -72,6 +72,7 @@ class ProcessGraph:
                  echo: Callable[[str], None] | None = print, workdir: Path | None = None) -> None:
         self.plan = plan
         self.env = dict(os.environ if env is None else env)
+        self.env.update(dds_environment(self.env))  # as the launch files do
         self.env.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, as under launch
         self.echo = echo
         self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="refine_processes_")

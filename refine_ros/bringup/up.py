@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from refine_ros.bringup import NodeSpec, Profile, ProfileError, resolve_profile
+from refine_ros.bringup import NodeSpec, Profile, ProfileError, dds_environment, resolve_profile
 from refine_ros.bringup.spin import EXECUTORS, NodeSpinner, make_executor  # noqa: F401 - make_executor: bench_latency
 
 EXIT_STOPPED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 130
@@ -143,7 +143,7 @@ def plan_profile(name: str, options: UpOptions) -> Profile:
         node, param, value = parse_set(text)
         if node not in nodes:
             raise ProfileError(f"--set {text!r}: profile {name!r} has no node {node!r}; nodes: {', '.join(nodes)}")
-        params[node][param] = value
+        params[node][param] = _as_declared(nodes[node], param, value)  # a params file keeps YAML's 3 an int
     specs = tuple(
         NodeSpec(name=s.name, package=s.package, executable=s.executable, module=s.module,
                  class_name=s.class_name, parameters=params[s.name], remappings=s.remappings)
@@ -187,7 +187,10 @@ def _as_declared(spec: NodeSpec, name: str, value: Any) -> Any:
     the node's declared default decides (rclpy refuses an integer for a double parameter)."""
     from refine_ros.params import Required, default_of
 
-    module = importlib.import_module(spec.module)
+    try:
+        module = importlib.import_module(spec.module)
+    except ImportError:  # planning without rclpy: the node checks its own parameters when it starts
+        return value
     table = getattr(module, "PARAMETERS", None)
     if not isinstance(table, dict) or name not in table:
         return value
@@ -225,6 +228,7 @@ def run_profile(profile: str, options: UpOptions) -> int:
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     if options.processes:
         return _run_processes(resolved, options)
+    os.environ.update(dds_environment(os.environ))  # read when rclpy creates the participant
     with control_switch_interval():
         return _run(profile, resolved, options)
 

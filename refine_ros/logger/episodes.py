@@ -143,7 +143,13 @@ class Episode:
 
     @property
     def error(self) -> str | None:
-        return f"{self.gaps} message(s) missing from step counters (gaps)" if self.gaps else None
+        """Why the episode failed, as its end event said (e.g. the learner's observation
+        timeout), and the logger's own losses."""
+        said = self.end_summary.get("error")
+        parts = [str(said)] if said else []
+        if self.gaps:
+            parts.append(f"{self.gaps} message(s) missing from step counters (gaps)")
+        return "; ".join(parts) or None
 
     def reported_steps(self) -> int:
         """Steps the episode took by its end event (else the rows seen)."""

@@ -5,7 +5,9 @@ both send) and SIGTERM are a normal end: the node is destroyed first, while its 
 valid, so worker threads finish what they were publishing and the logger flushes; only then is
 the context shut down. rclpy's own signal handlers would shut the context down first, and every
 publish from a worker thread after that is an `RCLError` traceback; so they are not installed,
-and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`. The
+and the executor spins in short slices so that a signal is seen within `SPIN_SLICE_S`.
+SIGUSR1 prints every thread's stack to stderr (the processes' supervisors send it before they
+kill a node that did not stop). The
 handler only sets a flag the spin loop reads: an exception raised from it could land inside a
 callback or inside rclpy's C++ bindings (which turn it into an unrelated RuntimeError), and the
 node would end with a traceback instead of its stop. A node
@@ -16,6 +18,7 @@ line on the log and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import signal
 import threading
@@ -55,6 +58,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     `linger` seconds more, so that what the node published last still reaches late readers)."""
     handles_signals = threading.current_thread() is threading.main_thread()  # (tests spin nodes in threads)
     if handles_signals:
+        # `kill -USR1 <pid>` prints every thread's stack: where a node that will not stop is stuck
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         _STOP.clear()
         previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)

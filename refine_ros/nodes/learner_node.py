@@ -77,6 +77,8 @@ PARAMETERS: dict[str, Param] = {
     "fit_timeout": Param(600.0, "seconds one sandboxed fit may take", (1.0, 86400.0)),
     "episode_timeout": Param(300.0, "seconds one episode may take before it is recorded as failed",
                              (1.0, 86400.0)),
+    "observation_timeout": Param(0.0, "seconds without an observation after which a running episode is "
+                                 "recorded as failed (a robot's sensor went silent); 0: off", (0.0, 86400.0)),
     "sim_node": Param("sim_node", "node whose seed/episode/max_steps parameters are set before each reset; "
                       "'' = none (real robot)"),
     "reset_service": Param("sim/reset", "Trigger service that starts an episode; '' = none (real robot: the "
@@ -134,7 +136,8 @@ class LearnerNode(Node):
         if self.wait_for_confirmation:
             self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
 
-        self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "")
+        self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "",
+                                  observation_timeout_s=float(p["observation_timeout"]))
         self.active: ActiveEpisode | None = None
         self.bad_messages = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
