@@ -163,8 +163,10 @@ def test_a_ros2_control_forward_velocity_controller(rig):
             {"interface": "forward_velocity", "base_frame": SAWYER["base_frame"], "ee_frame": SAWYER["ee_frame"]})
     start = r.position("hand", "right_arm_base_link")
     r.send((0.4, 0.0, -0.4, 1.0), seconds=1.0)
-    velocities = r.harness.commands[-1][1].data
-    assert len(velocities) == 7 and any(abs(v) > 1e-3 for v in velocities)
+    # the commands while it moved (the newest may already be a stop: once the actions end, a
+    # loaded machine can let the bridge's own timeouts fire before this line runs)
+    sent = [m.data for _t, m in r.harness.commands]
+    assert all(len(v) == 7 for v in sent) and any(any(abs(x) > 1e-3 for x in v) for v in sent)
     moved = r.position("hand", "right_arm_base_link") - start
     assert moved / np.linalg.norm(moved) == pytest.approx(np.array([1.0, 0.0, -1.0]) / math.sqrt(2), abs=0.05)
     assert np.linalg.norm(moved) == pytest.approx(0.04 * math.sqrt(2), rel=0.3)

@@ -355,13 +355,20 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
     try:
         if not _wait_for(lambda: harness.observations > 5 and harness.confirm_client.service_is_ready(), startup_s):
             raise RuntimeError("the rig never came up: " + procs.output("bridge")[-500:])
+        if estop_button is not None and not _wait_for(lambda: estop_button.pub.get_subscription_count() > 0, startup_s):
+            raise RuntimeError("the safety node never subscribed to the e-stop heartbeat")
         policy = Policy(harness, MOVING[robot])
         if fault == "deadman_release":
             policy.joy = True
         time.sleep(0.3)
         for _attempt in range(3):
-            if not harness.confirm():
-                raise RuntimeError("confirmation refused")
+            # refused while the safety node has not heard a fresh input yet (the e-stop's first
+            # heartbeat on a loaded machine): the operator presses again, for up to 5 s
+            deadline = time.monotonic() + 5.0
+            while not harness.confirm():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"confirmation refused: {harness.status}")
+                time.sleep(0.25)
             if _wait_for(lambda: any(moving(robot, m) for _t, m in harness.commands), 10.0):
                 break
             # a watchdog trip while the rig settles revokes the confirmation, as it must; an
