@@ -637,3 +637,37 @@ def test_a_driver_adds_nodes_and_changes_the_profile_nodes_it_names(monkeypatch)
     monkeypatch.setattr(drivers, "driver_nodes", lambda profile, driver: [{"name": "ghost_driver"}])
     with pytest.raises(ProfileError, match=r"\(driver:=bench\).*'ghost_driver' is not a node of this package"):
         resolve_profile("arm_real", {"driver": "bench"}, check_modules=False)
+
+
+def test_a_node_process_dies_with_the_process_that_started_it(tmp_path):
+    """A supervisor killed outright (SIGKILL: a CI timeout) must not leave its nodes on the graph."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time; from refine_ros.bringup.processes import die_with_parent; "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], preexec_fn=die_with_parent); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(120)")])  # fmt: skip
+    deadline = time.monotonic() + 30.0
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        # a dead child not yet reaped by init is a zombie: gone for the graph
+        state = open(f"/proc/{child}/stat").read().split()[2] if os.path.exists(f"/proc/{child}/stat") else "X"
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the node process outlived the process that started it")

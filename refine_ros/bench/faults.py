@@ -41,6 +41,8 @@ from typing import Any
 
 import yaml
 
+from refine_ros.bringup.processes import die_with_parent
+
 ROBOTS = ("arm", "car")
 FAULTS = ("stale_sensor", "driver_loss", "estop", "estop_heartbeat", "deadman_release", "sigint", "sigterm",
           "servo_rejects", "nan_burst", "param_change")
@@ -95,7 +97,8 @@ class Processes:
             cmd += ["--params-file", str(path)]
         log = self.workdir / f"{name}.log"
         self.logs[name] = log
-        self.running[name] = subprocess.Popen(cmd, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.running[name] = subprocess.Popen(cmd, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                              preexec_fn=die_with_parent)
         return self.running[name]
 
     def signal(self, name: str, sig: int) -> None:

@@ -161,7 +161,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     from refine_core.tasks.registry import get_task
     from refine_ros.bench import ros_env
     from refine_ros.bringup import launch_plan
-    from refine_ros.bringup.processes import ProcessGraph
+    from refine_ros.bringup.processes import ProcessGraph, die_with_parent
     from refine_ros.bringup.up import UpOptions, plan_profile
 
     env = ros_env()
@@ -177,9 +177,9 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
         graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None)
         seen_file = Path(tmp) / "operator.json"
         driver = subprocess.Popen([sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args",
-                                   "-p", f"rate:={DRIVER_HZ}"], env=env)
+                                   "-p", f"rate:={DRIVER_HZ}"], env=env, preexec_fn=die_with_parent)
         operator = subprocess.Popen([sys.executable, "-m", "refine_ros.bench.robot", "operator", "--out",
-                                     str(seen_file)], env=env)
+                                     str(seen_file)], env=env, preexec_fn=die_with_parent)
         started = time.monotonic()
         try:
             graph.start()
@@ -232,6 +232,9 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             "ros_arm_real_outcome": outcome,
             "ros_arm_real_seconds": round(seconds, 1),
             "ros_arm_real_exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
+            # where a run that did not finish stood: the last lines of every node
+            **({} if outcome == "finished" else
+               {"ros_arm_real_log_tails": {p.name: list(p.tail)[-12:] for p in graph.processes}}),
         }
 
 

@@ -55,6 +55,20 @@ class NodeProcess:
         return "\n".join(self.tail)
 
 
+def die_with_parent() -> None:
+    """`preexec_fn` of every node process: the kernel sends it SIGTERM (a normal stop for our
+    nodes) when the process that started it dies. A supervisor killed outright (SIGKILL, a CI
+    timeout) would otherwise leave its nodes running on the DDS graph, answering services and
+    publishing on topics meant for the next run. Linux only; elsewhere a no-op. The signal
+    follows the starting thread, so start nodes from a thread that outlives them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 @dataclass(frozen=True)
 class StopReport:
     """How one node ended: exit code, seconds from SIGINT to exit, signals it needed."""
@@ -97,7 +111,8 @@ class ProcessGraph:
         if planned.parameters:
             params_file = self.workdir / f"{planned.name}.params.yaml"
             params_file.write_text(yaml.safe_dump(planned.params_document(), default_flow_style=False))
-        popen = subprocess.Popen(planned.command(params_file), env=self.env, stdout=subprocess.PIPE,
+        popen = subprocess.Popen(planned.command(params_file), env=self.env, preexec_fn=die_with_parent,
+                                 stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, bufsize=1)
         process = NodeProcess(planned, popen, time.monotonic())
         reader = threading.Thread(target=self._read, args=(process,), name=f"out-{planned.name}", daemon=True)
