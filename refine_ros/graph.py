@@ -40,6 +40,10 @@ from refine_ros_interfaces.action import FitProgram, RunRollout
 
 GONE_AFTER_S = 30.0
 """How long the learner may be absent from the graph before a wait gives up."""
+SETTLE_S = 2.0
+"""Wait this long after the learner's action server first appears before the first goal: this
+side sees the server before the server has matched this side's request writer, and a goal sent
+in between is lost without an answer (DDS drops a sample no reader is matched for yet)."""
 
 
 class GraphError(RuntimeError):
@@ -57,11 +61,16 @@ class LearnerLink:
         self.fit_client = ActionClient(node, FitProgram, protocol.FIT_ACTION, callback_group=group)
         self.rollout_client = ActionClient(node, RunRollout, protocol.ROLLOUT_ACTION, callback_group=group)
         self.flush_client = node.create_client(Trigger, "logger/flush", callback_group=group)
+        self._settled: set[int] = set()  # ids of the clients whose server has had SETTLE_S
 
     def ask(self, client: ActionClient, goal: Any, what: str, feedback: Callable[[Any], None] | None = None
             ) -> tuple[int, Any]:
         """Send `goal` and block until its result: (GoalStatus status, result message)."""
         self._wait(None, client, what)
+        if id(client) not in self._settled:
+            if self.closing.wait(SETTLE_S):
+                raise GraphError(f"shutting down while waiting for the learner to {what}")
+            self._settled.add(id(client))
         sent = client.send_goal_async(goal, feedback_callback=feedback and (lambda msg: feedback(msg.feedback)))
         self._wait(sent, client, what)
         handle = sent.result()
