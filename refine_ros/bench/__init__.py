@@ -271,7 +271,7 @@ def bench_ros(quick: bool = False, progress: bool = True) -> dict[str, object]:
     results.update(bench_latency(seconds=1.0) if quick else bench_latency())
     results.update(bench_graph(repeats=1, progress=False, episodes=1, max_steps=30) if quick
                    else bench_graph(progress=progress))
-    results.update(bench_robot(episodes=2, steps=30) if quick else bench_robot())
+    results.update(bench_robot(episodes=2, steps=30, timeout_s=300) if quick else bench_robot())
     results.update(bench_faults(faults=("estop",), progress=False) if quick else bench_faults(progress=progress))
     return results
 
