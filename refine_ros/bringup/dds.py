@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from refine_ros.bringup.profiles import share_dirs
+from refine_ros.bringup.profiles import _find
 
 PROFILE_FILE = "fastdds.xml"
 PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
@@ -24,11 +24,7 @@ DEFAULT_RMW = "rmw_fastrtps_cpp"  # ROS 2's default middleware
 
 def profile_path() -> Path | None:
     """config/fastdds.xml from the source tree or the installed share directory."""
-    for root in share_dirs():
-        path = root / "config" / PROFILE_FILE
-        if path.is_file():
-            return path
-    return None
+    return _find("config", PROFILE_FILE)
 
 
 def dds_environment(environ: Mapping[str, str]) -> dict[str, str]:
