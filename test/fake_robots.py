@@ -173,7 +173,7 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
     import time
 
     from refine_ros.bringup.spin import NodeSpinner
-    from refine_ros.teleop import BUTTON_LEFT_SHOULDER, LEFT_Y
+    from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER, LEFT_Y
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "refine_core.cli", "up", "arm_real_record_demo", "--run", str(run_dir), "--live",

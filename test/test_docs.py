@@ -127,7 +127,7 @@ def _literal_topics(paths: list[Path]) -> set[str]:
 
 
 def _topic_sources() -> list[Path]:
-    return [*sorted(NODE_DIR.glob("*.py")), ROOT / "refine_ros" / "adapters.py"]
+    return [*sorted(NODE_DIR.glob("*.py")), ROOT / "refine_ros" / "wire" / "adapters.py"]
 
 
 @cache
@@ -136,7 +136,7 @@ def _scene_topics() -> frozenset[str]:
     rule applied to a real scene of each task."""
     from refine_core.tasks import get_task, task_names
     from refine_core.tasks.view import TaskView
-    from refine_ros.scene_topics import scene_topics
+    from refine_ros.viewers.scene_topics import scene_topics
 
     topics: set[str] = set()
     for name in task_names():

@@ -34,7 +34,7 @@ from refine_ros.nodes.joy_teleop import JoyTeleop
 from refine_ros.nodes.learner_node import LearnerNode
 from refine_ros.nodes.safety_node import SafetyNode
 from refine_ros.params import StartRefused
-from refine_ros.teleop import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
+from refine_ros.teleop.maps import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
 from refine_ros.wire import qos
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from refine_ros.bench.faults import Harness as FaultHarness
-from refine_ros.teleop import BUTTON_LEFT_SHOULDER as DEADMAN
-from refine_ros.teleop import LEFT_Y, TRIGGER_RIGHT
+from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER as DEADMAN
+from refine_ros.teleop.maps import LEFT_Y, TRIGGER_RIGHT
 
 ROBOTS = {
     # profile, the twin node, the stick held during a take (axis -> value), and its task

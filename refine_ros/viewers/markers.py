@@ -19,8 +19,8 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from refine_core.tasks.scene import RGBA, Scene, Shape, TrailPoint
-from refine_ros.adapters import pose
-from refine_ros.scene_topics import MARKER_TYPES
+from refine_ros.viewers.scene_topics import MARKER_TYPES
+from refine_ros.wire.adapters import pose
 
 TRAIL_POINTS = 2000
 TRAIL_NS = "trail"

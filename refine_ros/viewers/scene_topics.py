@@ -7,10 +7,10 @@ knowledge of any task.
 - each named joint set -> `refine/<name>` (sensor_msgs/JointState);
 - each named odometry -> `refine/<name>` (nav_msgs/Odometry, twist in the body frame);
 - each named path -> `refine/<name>` (nav_msgs/Path);
-- shapes and the trail -> `refine/markers` (visualization_msgs/MarkerArray, refine_ros.markers).
+- shapes and the trail -> `refine/markers` (visualization_msgs/MarkerArray, refine_ros.viewers.markers).
 
 This module is ROS-free on purpose: the live sim node builds rclpy messages from the same names
-(refine_ros.adapters), and the MCAP export writes the plain-dict messages below without rclpy.
+(refine_ros.wire.adapters), and the MCAP export writes the plain-dict messages below without rclpy.
 """
 
 from __future__ import annotations

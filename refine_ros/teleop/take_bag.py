@@ -7,7 +7,7 @@ Foxglove, or turned into other observations later without driving it again.
 
 Messages arrive serialized (CDR, as rosbag2 stores them) and stay in memory until the take is
 kept (`<run_dir>/takes/take_<n>.mcap`); a discarded or re-recorded take writes nothing, like
-the database. Schemas are the installed `.msg` definitions (`refine_ros.export`), so no ROS
+the database. Schemas are the installed `.msg` definitions (`refine_ros.viewers.export`), so no ROS
 install is needed to write or read the file. Memory grows with the take: name the topics you
 need (a camera at 30 Hz is megabytes per second).
 """
@@ -62,7 +62,7 @@ class TakeBag:
         """Write the take to `path` (MCAP, ROS 2 CDR), every named topic a channel."""
         from mcap.writer import Writer
 
-        from refine_ros.export import message_definition
+        from refine_ros.viewers.export import message_definition
 
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as stream:

@@ -6,7 +6,7 @@ Two directions, both pure functions:
   order (what travels on `refine/observation`), so a policy sees the same numbers whether they
   came from MuJoCo, Box2D or a robot's driver topics;
 - a task's *scene* (`TaskView.scene(env)`: named poses, joints, odometry, paths) -> typed ROS
-  messages (PoseStamped, JointState, Odometry, Path) on the topics refine_ros.scene_topics
+  messages (PoseStamped, JointState, Odometry, Path) on the topics refine_ros.viewers.scene_topics
   names (docs/ROS_INTERFACES.md lists what each bundled task publishes).
 """
 
@@ -24,7 +24,7 @@ from std_msgs.msg import Header
 
 from refine_core.tasks import scene as sc
 from refine_core.tasks.spec import TaskSpec
-from refine_ros import scene_topics
+from refine_ros.viewers import scene_topics
 
 MESSAGE_TYPES: dict[str, type] = {
     scene_topics.POSE_STAMPED: PoseStamped,
@@ -113,7 +113,7 @@ def path(header: Header, poses: Sequence[sc.Pose]) -> Path:
 
 
 def scene_messages(scene: sc.Scene, stamp: Time, frame_id: str = "world") -> dict[str, Any]:
-    """{topic: message} for every typed topic of `scene` (names from refine_ros.scene_topics)."""
+    """{topic: message} for every typed topic of `scene` (names from refine_ros.viewers.scene_topics)."""
     header = Header(stamp=stamp, frame_id=frame_id)
     prefix = scene_topics.PREFIX
     out: dict[str, Any] = {}

@@ -7,7 +7,7 @@ Why it is built this way:
   RViz as if the robot were running. Whatever the task can draw from a logged observation
   alone (`refine_core.tasks.view.TaskView.scene_from_observation`: the door's gripper, handle
   and target poses, the pendulum's joint and shapes) goes out on the same typed topics as live (named by
-  refine_ros.scene_topics), which Foxglove and RViz draw without any plugin.
+  refine_ros.viewers.scene_topics), which Foxglove and RViz draw without any plugin.
 - Messages are written as plain dicts through `mcap_ros2.writer.Writer`, with message
   definitions assembled from the installed `.msg` files, so exporting needs neither rclpy nor
   a sourced ROS install, only the message packages' share directories (PyPI wheels install
@@ -35,7 +35,7 @@ from refine_core.store.records import best_committed_round
 from refine_core.tasks.base import Task
 from refine_core.tasks.registry import get_task
 from refine_core.tasks.view import TaskView
-from refine_ros import scene_topics
+from refine_ros.viewers import scene_topics
 from refine_ros.wire.messages import counted_fields, json_fields, step_fields
 
 EPISODE_PAUSE_S = 1.0

@@ -24,7 +24,7 @@ import numpy as np
 
 from refine_core.rollout.plan import PlannedEpisode
 from refine_core.tasks.base import Task
-from refine_ros.control_path import ActiveEpisode, PolicyRunner
+from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.wire.protocol import episode_counter
 
 
