@@ -22,7 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 INTERFACES = ROOT / "docs" / "ROS_INTERFACES.md"
 NODES_DOC = ROOT / "docs" / "NODES.md"
-NODE_DIR = ROOT / "refine_ros" / "nodes"
+
+
+def _node_file(name: str) -> Path:
+    """The source of a registry node (refine_ros/nodes/ or a robot folder)."""
+    return ROOT.joinpath(*NODES[name].module.split(".")).with_suffix(".py")
+
+
 CREATE_CALLS = ("create_publisher", "create_subscription", "create_service", "create_client")
 TEST_ID = re.compile(r"(test/[\w/]+\.py)::(\w+)")
 
@@ -127,7 +133,8 @@ def _literal_topics(paths: list[Path]) -> set[str]:
 
 
 def _topic_sources() -> list[Path]:
-    return [*sorted(NODE_DIR.glob("*.py")), ROOT / "refine_ros" / "wire" / "adapters.py"]
+    helpers = sorted((ROOT / "refine_ros" / "nodes").glob("_*.py"))
+    return [*helpers, *(_node_file(name) for name in sorted(NODES)), ROOT / "refine_ros" / "wire" / "adapters.py"]
 
 
 @cache
@@ -201,7 +208,7 @@ NODE_FILES = sorted(NODES)  # the node registry; test_node_registry.py checks it
 
 @pytest.mark.parametrize("node", NODE_FILES)
 def test_nodes_doc_lists_every_parameter(node):
-    declared = _declared_parameters(NODE_DIR / f"{node}.py")
+    declared = _declared_parameters(_node_file(node))
     assert declared, f"{node}: no PARAMETERS/DEFAULTS table found"
     sections = re.split(r"^## ", _read(NODES_DOC), flags=re.M)
     section = next((s for s in sections if s.startswith(f"{node}\n")), None)

@@ -257,10 +257,10 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
             raise ProfileError(f"{path}: nodes[{i}] must be a mapping")
         if not isinstance(node.get("name"), str) or not node["name"]:
             raise ProfileError(f"{path}: nodes[{i}] needs a non-empty string 'name' (a node of the registry: "
-                               f"{', '.join(NODES)})")
+                               f"{', '.join(sorted(NODES))})")
         if node["name"] not in NODES:
             raise ProfileError(f"{path}: nodes[{i}]: {node['name']!r} is not a node of this package; the nodes "
-                               f"are {', '.join(NODES)} (refine_ros/nodes/registry.py)")
+                               f"are {', '.join(sorted(NODES))} (refine_ros/nodes/registry.py)")
         unknown = sorted(set(node) - NODE_KEYS)
         if unknown:
             raise ProfileError(f"{path}: node {node['name']!r} has unknown key(s) {', '.join(unknown)}; a profile "

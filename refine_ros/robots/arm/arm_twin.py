@@ -1,7 +1,7 @@
 """Arm twin: the MuJoCo door scene in real time behind the interfaces a servoed arm's stack
 exposes, so `arm_real` (bridge, safety node, learner) runs against physics with nothing of
 ours in between. It stands where the arm's drivers, MoveIt Servo, the gripper driver and the
-marker tracker would be; the physics and the tracker are refine_ros/twin/arm.py and marker.py.
+marker tracker would be; the physics and the tracker are refine_ros/robots/arm/twin.py and marker.py.
 
 Interfaces (defaults are what config/arm_real.yaml's bridge expects of a UR5e with a Robotiq
 2F-85 behind MoveIt Servo as of Jazzy):
@@ -52,7 +52,9 @@ from std_msgs.msg import Int8
 from std_srvs.srv import SetBool, Trigger
 
 from refine_ros.nodes._main import run_node
-from refine_ros.nodes._twin import (
+from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
+from refine_ros.robots._twin.frames import Pose, Transform
+from refine_ros.robots._twin.node import (
     COMMAND_QOS,
     STATE_QOS,
     TF_QOS,
@@ -64,10 +66,8 @@ from refine_ros.nodes._twin import (
     stamp,
     transform_message,
 )
-from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.twin.frames import Pose, Transform
 
-SENSORS = ("joints", "marker")  # refine_ros.twin.arm.ARM_SENSORS, without importing MuJoCo here
+SENSORS = ("joints", "marker")  # refine_ros.robots.arm.twin.ARM_SENSORS, without importing MuJoCo here
 SERVO_INTERFACES = ("servo_jazzy", "servo_humble")
 SERVO_TWIST = 1  # moveit_msgs/srv/ServoCommandType TWIST
 
@@ -137,7 +137,7 @@ class ArmTwinNode(Node):
             from control_msgs.action import GripperCommand
             from tf2_msgs.msg import TFMessage
 
-        from refine_ros.twin.arm import OPEN_GAP_M, ArmTwin, ArmTwinConfig
+        from refine_ros.robots.arm.twin import OPEN_GAP_M, ArmTwin, ArmTwinConfig
 
         self.open_gap = OPEN_GAP_M
         self.base, self.ee, self.handle_frame, self.camera = (str(p[k]) for k in ("base_frame", "ee_frame",
@@ -227,7 +227,7 @@ class ArmTwinNode(Node):
         return self.running and not self.paused and self.command_type == SERVO_TWIST
 
     def _on_twist(self, msg: TwistStamped) -> None:
-        from refine_ros.twin.arm import TwistCommand
+        from refine_ros.robots.arm.twin import TwistCommand
 
         if not self.takes_twists() or msg.header.frame_id.lstrip("/") != self.base:
             self.counts["ignored_twists"] += 1
@@ -265,7 +265,7 @@ class ArmTwinNode(Node):
         """Waits for the fingers as a driver does, tick by tick without blocking the executor
         (a coroutine awaiting the physics' next tick), ending early when a newer goal
         replaces this one."""
-        from refine_ros.twin.arm import GripperGoal
+        from refine_ros.robots.arm.twin import GripperGoal
 
         command = goal_handle.request.command
         effort = float(command.max_effort) if command.max_effort > 0 else self.default_effort

@@ -1,10 +1,10 @@
-"""What the twin driver nodes (`arm_twin`, `car_twin`) share: their dropout and noise
+"""What the twin driver nodes (each robot folder's twin node) share: their dropout and noise
 parameters, the operator's `~/silence` lever, ROS stamps from the twin's seconds, and the
 tick that keeps the simulator on the wall clock.
 
-Why a helper: both twins declare the same kinds of parameters (per-sensor dropout windows
+Why a helper: every twin declares the same kinds of parameters (per-sensor dropout windows
 and random dropouts, a command latency, a seed) and must read them the same way, or a
-rehearsal configured for one robot would mean something else on the other.
+rehearsal configured for one robot would mean something else on another.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool
 
 from refine_ros.params import Param, Unset
-from refine_ros.twin.realtime import DropoutPlan, Window
+from refine_ros.robots._twin.realtime import DropoutPlan, Window
 
 # QoS of a driver's own topics, as the drivers the twins stand in for publish and read them
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
@@ -32,7 +32,7 @@ TF_STATIC_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, dura
 
 
 def transform_message(t: Any, seconds: float) -> TransformStamped:
-    """A twin `Transform` (refine_ros/twin/frames.py) as a TransformStamped."""
+    """A twin `Transform` (refine_ros/robots/_twin/frames.py) as a TransformStamped."""
     msg = TransformStamped()
     msg.header.stamp, msg.header.frame_id, msg.child_frame_id = stamp(seconds), t.parent, t.child
     tr, q = msg.transform.translation, msg.transform.rotation

@@ -1,8 +1,8 @@
-"""Figures of the twins for `refine bench`: how well the track detector reads the rendered
-camera, and what one real-time step of each twin costs against its control period.
+"""The car twin's figures for `refine bench`: how well the track detector reads the rendered
+camera, and what one real-time step of the twin costs against its control period.
 
 Each function returns a plain dict (JSON-ready); nothing here starts ROS.
-`python -m refine_ros.twin.bench [detector|car|arm]` prints them.
+`python -m refine_ros.robots.rc_car.bench [detector|car]` prints them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import asdict
 import numpy as np
 from tqdm.auto import tqdm
 
-from refine_ros.twin.car_camera import ROAD_WIDTH_M, CarCamera, PinholeCamera
+from refine_ros.robots._twin.costs import cost_figures, tick_costs
+from refine_ros.robots.rc_car.camera import ROAD_WIDTH_M, CarCamera, PinholeCamera
 
 
 def _stats(values) -> dict[str, float]:
@@ -62,7 +63,7 @@ def detector_tile_error(
     calibration)."""
     from refine_core.tasks.car_racing.env import CarRacingSemantic
     from refine_core.tasks.car_racing.expert import CarExpert
-    from refine_ros.vision import TrackNotFound, detect_tiles
+    from refine_ros.robots.rc_car.vision import TrackNotFound, detect_tiles
 
     camera = camera or PinholeCamera()
     model = (detector_camera or camera).detector_model(road_width_m)
@@ -120,40 +121,13 @@ def detector_tile_error(
     return out
 
 
-def _tick_costs(command, tick, ticks: int, period: float, progress: bool | None, desc: str) -> np.ndarray:
-    """Seconds each call of tick(t) took, t running on a simulated clock at `period`;
-    command(t), the driver's side, runs before each tick and is not timed."""
-    costs = np.empty(ticks)
-    for k in tqdm(range(ticks), desc=desc, unit="tick", disable=None if progress is None else not progress):
-        t = round(k * period, 9)
-        command(t)
-        t0 = time.perf_counter()
-        tick(t)
-        costs[k] = time.perf_counter() - t0
-    return costs
-
-
-def _cost_figures(costs: np.ndarray, period: float) -> dict:
-    ms = costs * 1e3
-    return {
-        "period_ms": period * 1e3,
-        "ticks": int(costs.size),
-        "mean_ms": float(ms.mean()),
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "max_ms": float(ms.max()),
-        "mean_fraction_of_period": float(costs.mean() / period),
-        "p99_fraction_of_period": float(np.percentile(costs, 99) / period),
-    }
-
-
 def car_step_cost(seconds: float = 20.0, rate_hz: float = 50.0, progress: bool | None = None) -> dict:
     """What one real-time tick of the car twin costs (simulator steps due, odometry, wheels,
     ERPM, and a rendered camera frame at 25 Hz) against the control period, driving the
     track with the scripted expert's steering (its steer action is minus the wheel angle)
     at 1.5 m/s. Figures for all ticks and for the ticks that rendered a frame."""
     from refine_core.tasks.car_racing.expert import CarExpert
-    from refine_ros.twin.car import CarTwin, CarTwinConfig, DriveCommand
+    from refine_ros.robots.rc_car.twin import CarTwin, CarTwinConfig, DriveCommand
 
     twin = CarTwin(CarTwinConfig(rate_hz=rate_hz))
     expert = CarExpert(twin.env)
@@ -166,29 +140,9 @@ def car_step_cost(seconds: float = 20.0, rate_hz: float = 50.0, progress: bool |
         framed.append(twin.tick(t).camera is not None)
 
     period = 1.0 / rate_hz
-    costs = _tick_costs(command, tick, int(seconds * rate_hz), period, progress, "car twin")
-    out = _cost_figures(costs, period)
-    out["camera_ticks"] = _cost_figures(costs[np.array(framed)], period)
-    out["status"] = {k: v for k, v in twin.status().items() if k != "dropped"}
-    twin.close()
-    return out
-
-
-def arm_step_cost(seconds: float = 20.0, rate_hz: float = 50.0, progress: bool | None = None) -> dict:
-    """What one real-time tick of the arm twin costs (the physics steps due, joint states,
-    the TF tree, the marker tracker at 30 Hz) against the control period, with the hand
-    circling and the gripper opening and closing."""
-    from refine_ros.twin.arm import OPEN_GAP_M, ArmTwin, ArmTwinConfig, GripperGoal, TwistCommand
-
-    twin = ArmTwin(ArmTwinConfig(rate_hz=rate_hz))
-
-    def command(t: float) -> None:
-        w = 2.0 * np.pi * 0.25
-        twin.twist(TwistCommand((0.05 * np.cos(w * t), 0.05 * np.sin(w * t), 0.0)), t)
-        twin.grip(GripperGoal(OPEN_GAP_M if int(t) % 4 < 2 else 0.0), t)
-
-    period = 1.0 / rate_hz
-    out = _cost_figures(_tick_costs(command, twin.tick, int(seconds * rate_hz), period, progress, "arm twin"), period)
+    costs = tick_costs(command, tick, int(seconds * rate_hz), period, progress, "car twin")
+    out = cost_figures(costs, period)
+    out["camera_ticks"] = cost_figures(costs[np.array(framed)], period)
     out["status"] = {k: v for k, v in twin.status().items() if k != "dropped"}
     twin.close()
     return out
@@ -196,17 +150,17 @@ def arm_step_cost(seconds: float = 20.0, rate_hz: float = 50.0, progress: bool |
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["detector", "car", "arm"], nargs="?", default="detector")
+    parser.add_argument("what", choices=["detector", "car"], nargs="?", default="detector")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="detector: tracks to drive")
     parser.add_argument("--every", type=int, default=2, help="detector: a frame every N steps")
     parser.add_argument("--pixel-noise", type=float, default=2.0, help="detector: camera noise (0-255)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="car, arm: simulated seconds")
-    parser.add_argument("--rate", type=float, default=50.0, help="car, arm: control rate (Hz)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="car: simulated seconds")
+    parser.add_argument("--rate", type=float, default=50.0, help="car: control rate (Hz)")
     args = parser.parse_args(argv)
     if args.what == "detector":
         result = detector_tile_error(args.seeds, args.every, pixel_noise=args.pixel_noise)
     else:
-        result = (car_step_cost if args.what == "car" else arm_step_cost)(args.seconds, args.rate)
+        result = car_step_cost(args.seconds, args.rate)
     print(json.dumps(result, indent=2))
 
 

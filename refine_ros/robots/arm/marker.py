@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refine_ros.twin.frames import Pose
-from refine_ros.twin.realtime import Noise
+from refine_ros.robots._twin.frames import Pose
+from refine_ros.robots._twin.realtime import Noise
 
 
 @dataclass(frozen=True)

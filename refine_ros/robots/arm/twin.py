@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.twin.frames import JointStates, Pose, Transform
-from refine_ros.twin.marker import MarkerCamera, MarkerSighting, MarkerTracker
-from refine_ros.twin.realtime import (
+from refine_ros.robots._twin.frames import JointStates, Pose, Transform
+from refine_ros.robots._twin.realtime import (
     DropoutPlan,
     FixedRate,
     Latency,
@@ -45,6 +44,7 @@ from refine_ros.twin.realtime import (
     check_dropout_names,
     sensor_streams,
 )
+from refine_ros.robots.arm.marker import MarkerCamera, MarkerSighting, MarkerTracker
 
 ARM_CHAIN = ("right_arm_base_link", "right_l0", "right_l1", "right_l2", "right_l3", "right_l4", "right_l5",
              "right_l6", "right_hand", "hand")  # fmt: skip

@@ -1,6 +1,6 @@
 """What a camera on the Box2D car sees: the track drawn in perspective on the ground plane.
 
-Why: the car's track detector (`refine_ros.vision`) has to turn a forward camera's pictures
+Why: the car's track detector (`refine_ros.robots.rc_car.vision`) has to turn a forward camera's pictures
 into the simulator's tiles on the real car. On the twin it gets pictures of the simulator's
 own track, so its error can be measured against the simulator's tiles, and a refinement run
 on the twin sees what it would see on the robot: tiles detected from pixels.
@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 from gymnasium.envs.box2d import car_racing as _cr
 
-from refine_ros.vision import CameraModel
+from refine_ros.robots.rc_car.vision import CameraModel
 
 ROAD_WIDTH_M = 0.3  # the track detector's default `road_width`
 SKY_BGR = (235, 206, 135)
@@ -48,7 +48,7 @@ def metres_per_unit(road_width_m: float = ROAD_WIDTH_M) -> float:
 @dataclass(frozen=True)
 class PinholeCamera:
     """A calibrated forward camera on the car. Defaults are the track detector's defaults
-    (`refine_ros.nodes.track_detector` PARAMETERS: fx, fy, cx, cy, camera_height,
+    (`refine_ros.robots.rc_car.track_detector` PARAMETERS: fx, fy, cx, cy, camera_height,
     camera_pitch, camera_forward_offset) with a 640 x 480 image."""
 
     width: int = 640

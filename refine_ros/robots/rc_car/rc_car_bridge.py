@@ -1,5 +1,5 @@
 """RC-car bridge: safe car actions to the car's driver, car sensors to the car task's semantic
-observation. The mappings are refine_ros/car_interface.py (plain functions, tested without
+observation. The mappings are refine_ros/robots/rc_car/interface.py (plain functions, tested without
 DDS); this node wires them to the driver's topics.
 
 Commands (`command_type`): `ackermann` (default, F1TENTH: ackermann_msgs/AckermannDriveStamped on
@@ -33,11 +33,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from refine_core.tasks.registry import get_task
-from refine_ros import car_interface as car
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
-from refine_ros.vision import N_TILES, TILE_FEATURES
+from refine_ros.robots.rc_car import interface as car
+from refine_ros.robots.rc_car.vision import N_TILES, TILE_FEATURES
 from refine_ros.wire import qos
 from refine_ros.wire.messages import pack_json, pack_step
 from refine_ros_interfaces.msg import Step

@@ -1,7 +1,7 @@
 """Car twin: the Box2D car in real time behind the interfaces an F1TENTH car's stack exposes,
 so `rc_car_real` (track detector, bridge, safety node, learner) runs against physics with
 nothing of ours in between. It stands where ackermann_mux, the VESC driver, vesc_to_odom and
-the camera driver would be; the physics and the camera are refine_ros/twin/car.py and
+the camera driver would be; the physics and the camera are refine_ros/robots/rc_car/twin.py and
 car_camera.py.
 
 Interfaces (defaults are what config/rc_car_real.yaml's bridge and detector expect):
@@ -43,7 +43,8 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from refine_ros.nodes._main import run_node
-from refine_ros.nodes._twin import (
+from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
+from refine_ros.robots._twin.node import (
     COMMAND_QOS,
     STATE_QOS,
     TF_QOS,
@@ -55,9 +56,8 @@ from refine_ros.nodes._twin import (
     stamp,
     transform_message,
 )
-from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 
-SENSORS = ("odom", "wheels", "motor", "camera")  # refine_ros.twin.car.CAR_SENSORS, without Box2D
+SENSORS = ("odom", "wheels", "motor", "camera")  # refine_ros.robots.rc_car.twin.CAR_SENSORS, without Box2D
 COMMAND_TYPES = ("ackermann", "twist")
 
 PARAMETERS: dict[str, Param] = {
@@ -116,7 +116,7 @@ class CarTwinNode(Node):
             except ImportError as exc:
                 raise StartRefused(f"car_twin: needs the {exc.name} interfaces") from None
 
-        from refine_ros.twin.car import CarTwin, CarTwinConfig
+        from refine_ros.robots.rc_car.twin import CarTwin, CarTwinConfig
 
         self.config = CarTwinConfig(
             track_seed=int(p["track_seed"]), seed=int(p["seed"]), rate_hz=float(p["rate"]),
@@ -154,13 +154,13 @@ class CarTwinNode(Node):
 
     # ---- commands -------------------------------------------------------------------------
     def _on_drive(self, msg: Any) -> None:
-        from refine_ros.twin.car import DriveCommand
+        from refine_ros.robots.rc_car.twin import DriveCommand
 
         d = msg.drive
         self._command(DriveCommand(float(d.speed), float(d.steering_angle), float(d.steering_angle_velocity)))
 
     def _on_twist(self, msg: Twist) -> None:
-        from refine_ros.twin.car import drive_from_twist
+        from refine_ros.robots.rc_car.twin import drive_from_twist
 
         self._command(drive_from_twist(float(msg.linear.x), float(msg.angular.z), self.twin.wheelbase_m))
 

@@ -1,6 +1,6 @@
 """Track detector node: camera images -> the simulator's tile features on `track/tiles`.
 
-The vision is in `refine_ros.vision` (ROS-free, tested on drawn images). Images arrive best
+The vision is in `refine_ros.robots.rc_car.vision` (ROS-free, tested on drawn images). Images arrive best
 effort (SENSOR QoS, like camera drivers publish them); the tiles go out best effort too,
 because a late frame's tiles are worthless and the car bridge treats a gap as stale. When
 the road is not found nothing is published: no invented tiles.
@@ -16,7 +16,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters
-from refine_ros.vision import (
+from refine_ros.robots.rc_car.vision import (
     N_TILES,
     TILE_FEATURES,
     TILE_SPACING_UNITS,

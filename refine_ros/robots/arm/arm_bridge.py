@@ -1,6 +1,6 @@
 """Arm bridge: safe door-task actions to an arm's standard interfaces, the arm's TF and joint
-states to the door task's 39-value observation. The mappings are refine_ros/arm_interface.py,
-refine_ros/kinematics.py and refine_ros/tf_buffer.py (plain Python, tested without DDS); this
+states to the door task's 39-value observation. The mappings are refine_ros/robots/arm/interface.py,
+refine_ros/robots/arm/kinematics.py and refine_ros/robots/arm/tf_buffer.py (plain Python, tested without DDS); this
 node wires them to the robot's topics, services and actions.
 
 Motion (`command_interface`): MoveIt Servo as of Jazzy (default) or Humble, a plain TwistStamped
@@ -27,8 +27,6 @@ from std_msgs.msg import Float64, Float64MultiArray, Int8, String
 from std_srvs.srv import SetBool, Trigger
 
 from refine_core.tasks.registry import get_task
-from refine_ros import arm_interface as arm
-from refine_ros.kinematics import Chain, KinematicsError, joint_velocities
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
@@ -40,7 +38,9 @@ from refine_ros.params import (
     refusing,
     values,
 )
-from refine_ros.tf_buffer import TfBuffer
+from refine_ros.robots.arm import interface as arm
+from refine_ros.robots.arm.kinematics import Chain, KinematicsError, joint_velocities
+from refine_ros.robots.arm.tf_buffer import TfBuffer
 from refine_ros.wire import qos
 from refine_ros.wire.messages import pack_json, pack_step
 from refine_ros_interfaces.msg import Step

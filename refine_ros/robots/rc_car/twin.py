@@ -34,9 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.twin.car_camera import ROAD_WIDTH_M, CarCamera, PinholeCamera, metres_per_unit
-from refine_ros.twin.frames import JointStates, Pose, Transform
-from refine_ros.twin.realtime import (
+from refine_ros.robots._twin.frames import JointStates, Pose, Transform
+from refine_ros.robots._twin.realtime import (
     DropoutPlan,
     FixedRate,
     Latency,
@@ -44,6 +43,7 @@ from refine_ros.twin.realtime import (
     check_dropout_names,
     sensor_streams,
 )
+from refine_ros.robots.rc_car.camera import ROAD_WIDTH_M, CarCamera, PinholeCamera, metres_per_unit
 
 WHEEL_JOINTS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
 F1TENTH_SPEED_TO_ERPM_GAIN = 4614.0

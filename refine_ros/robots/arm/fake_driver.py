@@ -1,10 +1,9 @@
-"""Hardware stand-ins for the tests and the benchmarks (`refine bench`), each run as a process of
-its own: the interfaces a real robot's stack exposes, with the genuine message types, and
-nothing of ours. No profile starts them; they stand where the physical robot would.
+"""The arm's hardware stand-in for the tests and the benchmarks (`refine bench`), run as a process
+of its own: the interfaces a real arm's stack exposes, with the genuine message types, and
+nothing of ours. No profile starts it; it stands where the physical arm would
+(`python -m refine_ros.robots.fake_driver arm --ros-args -p interface:=servo_jazzy`).
 
-`python -m refine_ros.fake_drivers arm --ros-args -p interface:=servo_jazzy` (or `car`).
-
-The arm (`FakeArmDriver`):
+`FakeArmDriver`:
 - MoveIt Servo as of Jazzy (`interface: servo_jazzy`): TwistStamped on
   /servo_node/delta_twist_cmds, `~/switch_command_type` (moveit_msgs/srv/ServoCommandType),
   `~/pause_servo` (std_srvs/SetBool), `~/status` (moveit_msgs/ServoStatus); as of Humble
@@ -18,30 +17,18 @@ The arm (`FakeArmDriver`):
   (/robotiq_gripper_controller/gripper_cmd: knuckle 0.0 open, 0.8 closed).
 - /tf with the tool frame and a door handle marker in the base frame, /joint_states.
 
-The car (`FakeCarDriver`), F1TENTH's interfaces:
-- ackermann_msgs/AckermannDriveStamped on /drive (`command_type: ackermann`, what ackermann_mux
-  passes on to the VESC) or geometry_msgs/Twist on /cmd_vel (`twist`). The car follows the
-  newest command's speed with a first-order lag and keeps it until the next one, as a motor
-  controller holding its setpoint does: only an explicit stop stops it.
-- /odom (nav_msgs/Odometry, as vesc_to_odom's) and the VESC's state on sensors/core
-  (vesc_msgs/VescStateStamped, speed in ERPM = 4614 x m/s) at 50 Hz.
-- track/tiles: a constant tile grid, standing in for the camera and the track detector.
-
 Faults a test injects through `fake/*` services (std_srvs/SetBool: the test's levers, not a
-robot interface): `fake/driver_silent` (no joint states / odometry and no TF / VESC state: the
-driver is gone), `fake/handle_lost` (the marker is not seen) or `fake/tiles_lost` (no road:
-a stale sensor), `fake/servo_halt` (Servo reports JOINT_BOUND and refuses motion).
+robot interface): `fake/driver_silent` (no joint states and no TF: the driver is gone),
+`fake/handle_lost` (the marker is not seen: a stale sensor), `fake/servo_halt` (Servo reports
+JOINT_BOUND and refuses motion).
 """
 
 from __future__ import annotations
 
-import math
-import sys
 from pathlib import Path
 
 import numpy as np
-from geometry_msgs.msg import TransformStamped, Twist, TwistStamped
-from nav_msgs.msg import Odometry
+from geometry_msgs.msg import TransformStamped, TwistStamped
 from rclpy.action import ActionServer
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -49,8 +36,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, Int8, String
 from std_srvs.srv import SetBool, Trigger
 
-from refine_ros.kinematics import Chain
-from refine_ros.nodes._main import run_node
+from refine_ros.robots.arm.kinematics import Chain
 
 KNUCKLE = "robotiq_85_left_knuckle_joint"
 
@@ -223,80 +209,3 @@ class FakeArmDriver(Node):
         if not self.faults["handle_lost"]:
             transforms.append(self._transform(stamp, self.handle_frame, self.handle_xyz, (0.0, 0.0, 1.0, 0.0)))
         self.pub_tf.publish(self.tf_message(transforms=transforms))
-
-
-
-ERPM_GAIN = 4614.0
-
-
-class FakeCarDriver(Node):
-    def __init__(self, **kwargs) -> None:
-        super().__init__("fake_car_driver", **kwargs)
-        from vesc_msgs.msg import VescStateStamped
-
-        self.command_type = self.declare_parameter("command_type", "ackermann").value
-        self.wheelbase = float(self.declare_parameter("wheelbase", 0.33).value)
-        self.lag = float(self.declare_parameter("lag", 0.1).value)
-        self.period = 0.02
-        self.speed = self.target = self.angle = self.yaw = self.yaw_rate = 0.0
-        self.faults = {"driver_silent": False, "tiles_lost": False}
-        self.vesc = VescStateStamped
-        if self.command_type == "ackermann":
-            from ackermann_msgs.msg import AckermannDriveStamped
-
-            self.create_subscription(AckermannDriveStamped, "/drive", self._on_drive, QoSProfile(depth=10))
-        else:
-            self.create_subscription(Twist, "/cmd_vel", self._on_twist, QoSProfile(depth=10))
-        self.pub_odom = self.create_publisher(Odometry, "/odom", QoSProfile(depth=10))
-        self.pub_vesc = self.create_publisher(VescStateStamped, "sensors/core", QoSProfile(depth=10))
-        self.pub_tiles = self.create_publisher(Float64MultiArray, "track/tiles", QoSProfile(depth=10))
-        for name in self.faults:
-            self.create_service(SetBool, f"fake/{name}", lambda req, res, n=name: self._fault(n, req, res))
-        self.create_timer(self.period, self._tick)
-
-    def _on_drive(self, msg) -> None:
-        self.target, self.angle = float(msg.drive.speed), float(msg.drive.steering_angle)
-
-    def _on_twist(self, msg: Twist) -> None:
-        self.target = float(msg.linear.x)
-        v = max(abs(self.target), 1e-6)
-        self.angle = math.atan(msg.angular.z * self.wheelbase / v)
-
-    def _fault(self, name: str, request, response):
-        self.faults[name] = bool(request.data)
-        response.success = True
-        return response
-
-    def _tick(self) -> None:
-        self.speed += (self.target - self.speed) * min(1.0, self.period / self.lag)
-        self.yaw_rate = self.speed * math.tan(self.angle) / self.wheelbase
-        self.yaw += self.yaw_rate * self.period
-        if not self.faults["tiles_lost"]:
-            self.pub_tiles.publish(Float64MultiArray(data=list(np.linspace(-0.2, 0.2, 48))))
-        if self.faults["driver_silent"]:
-            return
-        stamp = self.get_clock().now().to_msg()
-        odom = Odometry()
-        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, "odom", "base_link"
-        odom.twist.twist.linear.x, odom.twist.twist.angular.z = self.speed, self.yaw_rate
-        odom.pose.pose.orientation.z, odom.pose.pose.orientation.w = math.sin(self.yaw / 2), math.cos(self.yaw / 2)
-        self.pub_odom.publish(odom)
-        state = self.vesc()
-        state.header.stamp = stamp
-        state.state.speed = ERPM_GAIN * self.speed
-        self.pub_vesc.publish(state)
-
-
-
-DRIVERS = {"arm": FakeArmDriver, "car": FakeCarDriver}
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in DRIVERS:
-        raise SystemExit(f"usage: python -m refine_ros.fake_drivers {{{'|'.join(DRIVERS)}}} [--ros-args ...]")
-    run_node(DRIVERS[argv[0]], ["fake_drivers", *argv[1:]])
-
-
-if __name__ == "__main__":
-    main()

@@ -15,7 +15,7 @@ deltas in [-1, 1] x `max_speed` m/s per axis:
 - `forward_velocity`: a ros2_control forward command controller taking joint velocities
   (std_msgs/Float64MultiArray on `/<controller>/commands`, in the controller's joint order).
   The Cartesian velocity becomes joint velocities through the arm's own URDF
-  (`robot_description`) and damped least squares (refine_ros/kinematics.py).
+  (`robot_description`) and damped least squares (refine_ros/robots/arm/kinematics.py).
 
 A step Servo refuses is *rejected*: Servo reports a halt (singularity, collision, joint bound,
 invalid) in the status in force when the command is sent; the two releases number their codes
