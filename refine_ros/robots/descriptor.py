@@ -109,9 +109,6 @@ class Robot:
     live_bench: Mapping[str, Any] | None = None
     """The fake driver's parameters in the live-graph benchmark (refine_ros/bench/robot.py);
     None: the benchmark does not run this robot."""
-    package: str = "refine_ros"
-    """The ROS package that installs its executables and profiles (a plug-in's own)."""
-
     @property
     def record_profile(self) -> str:
         return f"{self.profile}_record_demo"

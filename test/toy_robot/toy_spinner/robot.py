@@ -48,5 +48,4 @@ ROBOT = Robot(
     moving_action=(1.0,),
     twin_heartbeat="odom",
     take_stick={"left_x": -0.5},  # torque +1 (the pendulum's map: -2 x left_x)
-    package="toy_spinner",
 )
