@@ -77,6 +77,7 @@ class BrokenFirst(Analyst):
     """Writes programs that fail the way LLM programs do, then defers to the offline analyst."""
 
     name, is_llm = "broken-first", False
+    reads_demonstration = True  # it defers to the offline analyst, whose checks read the demonstration
 
     def __init__(self, bad_programs):
         self.bad = list(bad_programs)
@@ -90,11 +91,11 @@ class BrokenFirst(Analyst):
             return ProgramAnswer(program=self.bad.pop(0), reasoning="deliberately bad")
         return self.inner.generate(spec)
 
-    def diagnose(self, spec, program, schema):
-        return self.inner.diagnose(spec, program, schema)
+    def diagnose(self, spec, program, schema, *, demo=False):
+        return self.inner.diagnose(spec, program, schema, demo=demo)
 
-    def revise(self, spec, program, results, *, conversation=None):
-        return self.inner.revise(spec, program, results, conversation=conversation)
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
+        return self.inner.revise(spec, program, results, conversation=conversation, demo=demo)
 
 
 def test_failed_builds_are_sent_back_and_regenerated(tmp_path):
@@ -236,6 +237,7 @@ class Recording(Analyst):
     """The offline analyst, with every question it is asked written down."""
 
     name, is_llm = "recording", False
+    reads_demonstration = True  # it defers to the offline analyst, whose checks read the demonstration
 
     def __init__(self, tests_forever: bool = False):
         self.inner = OfflineAnalyst()
@@ -246,20 +248,20 @@ class Recording(Analyst):
         self.contexts.append(context)
         return self.inner.generate(spec, failed_program=failed_program, error=error, context=context)
 
-    def diagnose(self, spec, program, schema):
+    def diagnose(self, spec, program, schema, *, demo=False):
         self.schemas.append(list(schema))
-        answer = self.inner.diagnose(spec, program, schema)
+        answer = self.inner.diagnose(spec, program, schema, demo=demo)
         answer.conversation = [{"role": "assistant", "content": "diagnostic exchange"}]
         return answer
 
-    def revise(self, spec, program, results, *, conversation=None):
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
         from refine_core.analyst.base import Decision
 
         self.revisions.append((results, conversation))
         if self.tests_forever:
             return Decision("tests", tests="print('again', len(df))", reasoning="not sure yet",
                             conversation=[*(conversation or []), {"role": "assistant", "content": "more"}])
-        return self.inner.revise(spec, program, results, conversation=conversation)
+        return self.inner.revise(spec, program, results, conversation=conversation, demo=demo)
 
 
 def test_expert_relabels_are_off_unless_asked_for(tmp_path):
@@ -288,14 +290,14 @@ def test_more_tests_are_capped_and_continue_the_same_exchange(tmp_path):
 
 def test_a_repair_continues_the_exchange_that_wrote_the_failed_program(tmp_path):
     class BadRevision(Recording):
-        def revise(self, spec, program, results, *, conversation=None):
+        def revise(self, spec, program, results, *, conversation=None, demo=False):
             from refine_core.analyst.base import Decision
 
             if not self.revisions:
                 self.revisions.append((results, conversation))
                 return Decision("program", program="class OpenDoorPolicy: pass\n", reasoning="rewrite",
                                 conversation=[{"role": "assistant", "content": "the revision exchange"}])
-            return super().revise(spec, program, results, conversation=conversation)
+            return super().revise(spec, program, results, conversation=conversation, demo=demo)
 
     analyst = BadRevision()
     refine(get_task("door_open"), analyst, RunDatabase(tmp_path / "run.db"), small(max_rounds=2, max_steps=15))
