@@ -267,6 +267,8 @@ def summary_markdown(summary: dict) -> str:
         f"- best round: {summary['best_round']} ({summary.get('best_round_reason') or 'by its selection metric'}); "
         f"stopped: {summary['stop_reason']}",
     ]
+    if summary.get("relabelled"):
+        lines.append(f"- relabelled after it was recorded: {summary['relabelled']}")
     replay = summary.get("replay")
     if replay:
         lines.append(f"- replay ({replay.get('mode')}) of {replay.get('transcript')}, recorded with model "

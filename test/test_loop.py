@@ -377,3 +377,83 @@ def test_rl_after_refinement_is_a_committed_round_of_its_own(tmp_path):
     assert set(db.episodes(result.run_id, 1)["kind"]) == {"selection", "eval"}
     updates = db.rl_updates(result.run_id, 1)
     assert list(updates["update"]) == [1, 2], "every update is recorded"
+
+
+class ReadsTables(Analyst):
+    """A language-model stand-in whose diagnostics print what the analysis code received, and
+    which records whether it was told of the demonstration table."""
+
+    name, is_llm = "reads-tables", True
+
+    def __init__(self):
+        self.told = []
+
+    def generate(self, spec, *, failed_program=None, error=None, context=None):
+        return ProgramAnswer(program=starter_program(spec.name), reasoning="the starter")
+
+    def diagnose(self, spec, program, schema, *, demo=False):
+        from refine_core.analyst.base import DiagnosticsAnswer
+
+        self.told.append(("diagnose", demo))
+        code = ("print('df rows', len(df))\n"
+                "print('demo', 'absent' if demo is None else f'{len(demo)} rows')\n")
+        return DiagnosticsAnswer(code=code, reasoning="what the code receives")
+
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
+        from refine_core.analyst.base import Decision
+
+        self.told.append(("revise", demo))
+        return Decision("stop", reasoning="DECISION: stop\nenough")
+
+
+def test_the_analysis_code_reads_the_rollout_only_unless_the_run_gives_it_the_demonstration(tmp_path, monkeypatch):
+    """The published method's analysis code takes the rollout table only: the loop passes the
+    demonstration to the sandbox (and tells the analyst of it) only with `diagnostics_see_demo`,
+    and the run records which it was."""
+    import refine_core.loop as loop
+
+    passed = []
+    real = loop.run_diagnostics
+
+    def spy(code, table, demo_table=None, **kwargs):
+        passed.append(demo_table)
+        return real(code, table, demo_table, **kwargs)
+
+    monkeypatch.setattr(loop, "run_diagnostics", spy)
+    task = get_task("door_open")
+    runs = {}
+    for name, see in (("default", None), ("off", False), ("on", True)):
+        analyst, db = ReadsTables(), RunDatabase(tmp_path / f"{name}.db")
+        result = refine(task, analyst, db, small(max_rounds=1, max_steps=12, diagnostics_see_demo=see))
+        runs[name] = (analyst, db, result)
+    for name in ("default", "off"):
+        analyst, db, result = runs[name]
+        assert "demo absent" in db.analyses(result.run_id, 0)[0]["stdout"]
+        assert analyst.told == [("diagnose", False), ("revise", False)]
+        assert db.run(result.run_id)["config"]["diagnostics_see_demo"] is False
+    analyst, db, result = runs["on"]
+    assert "demo 500 rows" in db.analyses(result.run_id, 0)[0]["stdout"]
+    assert analyst.told == [("diagnose", True), ("revise", True)]
+    assert db.run(result.run_id)["config"]["diagnostics_see_demo"] is True
+    assert [d is None for d in passed] == [True, True, False], "the sandbox got the demonstration only when asked"
+    # the offline analyst's checks compare with the demonstration: it has it on unless told otherwise
+    assert loop.resolve_defaults(RefineConfig(), task.spec, OfflineAnalyst()).diagnostics_see_demo is True
+    assert loop.resolve_defaults(RefineConfig(diagnostics_see_demo=False), task.spec,
+                                 OfflineAnalyst()).diagnostics_see_demo is False
+
+
+def test_episodes_execute_the_mode_the_tasks_published_results_were_verified_in_unless_told(tmp_path):
+    """The car's published figures were verified with the action mean, the door's with sampled
+    actions (seeds 0-9, draws seeded by the seed): a run takes its task's mode by default and
+    records it; `action_mode` overrides it."""
+    door = get_task("door_open").spec
+    assert (door.eval_mode, door.eval_seeds, door.demo_seed) == ("sample", tuple(range(10)), 500)
+    car = get_task("car_racing").spec
+    assert (car.eval_mode, car.eval_seeds, car.demo_seed) == ("mean", tuple(range(1000, 1010)), 0)
+    for task, given, want in (("door_open", None, "sample"), ("door_open", "mean", "mean")):
+        db = RunDatabase(tmp_path / f"{task}-{given}.db")
+        result = refine(get_task(task), ReadsTables(), db, small(max_rounds=1, max_steps=12, action_mode=given))
+        assert db.run(result.run_id)["config"]["action_mode"] == want
+        steps = db.load_steps(result.run_id, round=0, kind="diagnostic")
+        differs = (steps["act_dx"] - steps["mean_dx"].clip(-1, 1)).abs().max() > 0
+        assert differs == (want == "sample"), "sampled episodes execute draws, mean episodes the mean"
