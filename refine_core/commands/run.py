@@ -133,8 +133,10 @@ def run(args) -> int:
         raise UserError(str(exc)) from None
     print(f"[refine] {describe_analyst(analyst)}")
     print(f"[refine] task description: {task.spec.description_variant}")
-    print(f"[refine] {demo_access_label(loop_config.diagnostics_see_demo)}; every episode executes the "
-          f"{'action mean' if loop_config.action_mode == 'mean' else 'sampled actions'}")
+    print(f"[refine] {demo_access_label(loop_config.diagnostics_see_demo)}")
+    modes = {"mean": "the action mean", "sample": "sampled actions"}
+    print(f"[refine] every episode executes {modes[loop_config.action_mode]} (the task's published results were "
+          f"verified with {modes[task.spec.eval_mode]})")
     print(f"[refine] {expert_label(loop_config.expert_labels)}")
 
     result = None
