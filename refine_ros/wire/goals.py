@@ -4,7 +4,7 @@ can follow its goal when one of the action's answers never arrives.
 Why: an action's goal response and result response are service answers, and the middleware
 drops a service answer when the server's answer writer has not yet matched the client's answer
 reader. rmw_fastrtps waits for that match for the writer's `max_blocking_time` (100 ms unless a
-profile sets it; config/fastdds.xml gives service writers 10 s), then gives up ("client will not
+profile sets it; config/fastdds.xml gives service writers 1 s), then gives up ("client will not
 receive response"), and rclpy only warns. The server carries on with the goal, but the client's
 future never completes: the analysis node waited forever for a fit the learner had long
 finished (the live arm graph's intermittent 0-episode stall, seen on a loaded machine). The
