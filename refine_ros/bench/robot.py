@@ -151,10 +151,12 @@ def run_operator(out: Path) -> None:
         rclpy.try_shutdown()
 
 
-def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) -> dict[str, Any]:
+def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0,
+                log_dir: Path | None = None) -> dict[str, Any]:
     """One round of `episodes` live arm episodes of `steps` steps (the profile's one diagnostic
     and one selection episode, the rest evaluation episodes: the seed plan has only two
-    diagnostic seeds); returns the loss and watchdog figures."""
+    diagnostic seeds); returns the loss and watchdog figures. `log_dir`: every node's whole
+    output is kept there; a run that does not finish also leaves its nodes' thread stacks there."""
     from refine_core.rollout.demo import record_demonstration, teleop_source
     from refine_core.rollout.schema import EPISODE_KINDS, family_columns
     from refine_core.store.db import RunDatabase
@@ -174,7 +176,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
         extra = max(0, episodes - 2)
         options = UpOptions(run_dir=run_dir, max_rounds=1, diagnostic_episodes=1 if episodes > 1 else episodes,
                             max_steps=steps, live=True, sets=[f"analysis_node.eval_episodes={extra}"])
-        graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None)
+        graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None, log_dir=log_dir)
         seen_file = Path(tmp) / "operator.json"
         driver = subprocess.Popen([sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args",
                                    "-p", f"rate:={DRIVER_HZ}"], env=env, preexec_fn=die_with_parent)
@@ -184,6 +186,8 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
         try:
             graph.start()
             outcome = graph.wait(timeout_s)
+            if outcome != "finished":
+                graph.dump_stacks()  # where each node waits, into the tails below
         finally:
             reports = graph.stop()
             for proc in (operator, driver):
@@ -234,7 +238,7 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             "ros_arm_real_exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
             # where a run that did not finish stood: the last lines of every node
             **({} if outcome == "finished" else
-               {"ros_arm_real_log_tails": {p.name: list(p.tail)[-12:] for p in graph.processes}}),
+               {"ros_arm_real_log_tails": {p.name: list(p.tail)[-40:] for p in graph.processes}}),
         }
 
 
