@@ -21,8 +21,8 @@ from rclpy.action import ActionServer  # noqa: E402
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 
-from refine_ros import graph  # noqa: E402
 from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
+from refine_ros.loop import graph  # noqa: E402
 from refine_ros.wire import protocol  # noqa: E402
 from refine_ros_interfaces.action import FitProgram  # noqa: E402
 
