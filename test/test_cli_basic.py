@@ -11,7 +11,7 @@ import pytest
 
 from refine_core.cli import main
 from refine_core.store import RunDatabase
-from refine_core.tasks import task_names
+from refine_core.tasks import get_task, task_names
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -117,10 +117,11 @@ def test_fit_then_eval_stores_round_episodes_and_steps(door_run, tmp_path, capsy
         row = db.round(run_id, 0)
         assert row["status"] == "committed" and row["program"] == program.read_text()
         assert row["weights"] and row["fit_report"]["epochs"] <= 30
-        assert row["metrics"]["eval"]["seeds"] == [1000, 1001]
+        first_two = list(get_task("door_open").spec.eval_seeds[:2])  # the verified mode's seeds
+        assert row["metrics"]["eval"]["seeds"] == first_two
         assert row["eval_metric"] == pytest.approx(row["metrics"]["eval"]["metric_mean"])
         episodes = db.episodes(run_id, round=0, kind="eval")
-        assert episodes["seed"].tolist() == [1000, 1001] and (episodes["complete"] == 1).all()
+        assert episodes["seed"].tolist() == first_two and (episodes["complete"] == 1).all()
         steps = db.load_steps(run_id, round=0, kind="eval")
         assert len(steps) == 120 and "next_handle_x" in steps
         assert "expert_dx" not in steps, "evaluation tables carry no privileged expert labels"
