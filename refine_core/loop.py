@@ -18,7 +18,7 @@ The analyst reads the task through `task.spec.for_analyst()`: the description va
 words and column names (`refine_core.tasks.spec`); tables it reads are renamed to match.
 
 Where a program is fitted and who runs the episodes are the two seams in `backends` (local
-defaults; `refine_ros.graph` runs them over DDS). Records, commits and resume live with the
+defaults; `refine_ros.loop.graph` runs them over DDS). Records, commits and resume live with the
 store (`store.records`). Everything else about the method is in this file.
 """
 

@@ -185,8 +185,8 @@ def test_a_throwaway_task_folder_with_one_registry_line_is_found_by_every_user(s
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.schema import RolloutSchema
     from refine_core.tasks.view import TaskView
-    from refine_ros.scene_topics import scene_topics
-    from refine_ros.teleop import KeyboardState, joy_map_for, keymap_for
+    from refine_ros.teleop.maps import KeyboardState, joy_map_for, keymap_for
+    from refine_ros.viewers.scene_topics import scene_topics
 
     spec = slider.spec
     assert main(["tasks"]) == 0 and "slider" in capsys.readouterr().out

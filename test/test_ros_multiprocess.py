@@ -124,7 +124,7 @@ def test_the_live_arm_graph_under_load_loses_nothing():
     assert result["ros_arm_real_episodes"] == 2 and result["ros_arm_real_rows"] == 200
     assert result["ros_arm_real_gap_events"] == 0 and result["ros_arm_real_missing_steps"] == 0
     assert result["ros_arm_real_rows_missing_parts"] == 0
-    assert result["ros_arm_real_servo_commands"] >= 200, "live: the bridge drove the arm"
+    assert result["ros_arm_real_driver_commands"] >= 200, "live: the bridge drove the arm"
     # The watchdog may stop the arm only when its inputs really went stale (here: this shared
     # machine held a process up for longer than the 60 ms the arm profile allows), or when the
     # safety node itself was held up two ticks in a row (issue 16: a late tick defers once only,

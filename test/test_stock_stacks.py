@@ -10,7 +10,14 @@ import math
 import numpy as np
 import pytest
 
-from refine_ros.twin.f1tenth_stack import (
+from refine_ros.robots.arm.servo_stack import (
+    TWIST,
+    Detections,
+    RobotStatePublisher,
+    Servo,
+    ServoConfig,
+)
+from refine_ros.robots.rc_car.f1tenth_stack import (
     DRIVE,
     TELEOP,
     AckermannMux,
@@ -21,7 +28,6 @@ from refine_ros.twin.f1tenth_stack import (
     VescConfig,
     VescToOdom,
 )
-from refine_ros.twin.servo_stack import TWIST, Detections, RobotStatePublisher, Servo, ServoConfig
 
 
 # ---- MoveIt Servo ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Why it is built this way:
 - There is one implementation of the method. This node runs the very same `refine()` as
-  `refine run`, with the two seams implemented over DDS (`refine_ros.graph`): the learner node
+  `refine run`, with the two seams implemented over DDS (`refine_ros.loop.graph`): the learner node
   fits each program and drives the episodes, the rollout logger commits every step. So a run
   through the graph leaves the rows a local run leaves, by construction.
 - `refine()` runs on a worker thread: an LLM answer can take minutes and must never stall the
@@ -36,10 +36,10 @@ from refine_core.run_setup import recorded_start, recording_settings, start_from
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
-from refine_ros.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
+from refine_ros.loop.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
-from refine_ros.recording import how_to_record
+from refine_ros.teleop.recording import how_to_record
 from refine_ros.wire import protocol, qos
 from refine_ros_interfaces.msg import RunStatus
 

@@ -2,13 +2,13 @@
 control rate for the episodes it asks for.
 
 Why it is built this way:
-- The control path (`refine_ros.control_path`) is two subscription callbacks: observation in,
+- The control path (`refine_ros.loop.control_path`) is two subscription callbacks: observation in,
   one forward pass, action and policy step out; a reward in. They never wait.
 - Work arrives as two actions (`learner/fit_program`, `learner/run_rollout`, see
   `refine_ros.wire.protocol`), so a person can send, watch and cancel it with `ros2 action`.
   Accepted goals are queued and handled one at a time on a worker thread: fitting (in the
   sandbox, `refine_core.backends.LocalFitter`, the very fitter `refine run` uses) and driving
-  episodes (`refine_ros.round_driver`) both block, and must never stall the executor. The
+  episodes (`refine_ros.loop.round_driver`) both block, and must never stall the executor. The
   worker publishes feedback (fit epochs; rollout phase and episodes done) and, when the work
   is over, hands the result to the action server's execute callback, which only reports it.
   A goal is ACCEPTED while it waits and while it runs, EXECUTING only for that hand-over.
@@ -58,13 +58,13 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros.adapters import observation_from_values
-from refine_ros.control_path import ActiveEpisode, PolicyRunner
+from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
+from refine_ros.loop.round_driver import RoundDriver
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.recording import how_to_record
-from refine_ros.round_driver import RoundDriver
+from refine_ros.teleop.recording import how_to_record
 from refine_ros.wire import protocol, qos
+from refine_ros.wire.adapters import observation_from_values
 from refine_ros.wire.messages import pack_json, pack_step, pack_vector, unpack_vector
 from refine_ros_interfaces.action import FitProgram, RunRollout
 from refine_ros_interfaces.msg import Step
