@@ -111,9 +111,12 @@ def test_arm_twin_is_servo_a_gripper_and_tf_in_the_robots_base_frame(context):
     from refine_ros.bringup.spin import NodeSpinner
     from refine_ros.robots.arm.arm_twin import ArmTwinNode
 
-    twin = ArmTwinNode(context=context)
+    from rclpy.parameter import Parameter
+
+    twin = ArmTwinNode(context=context, parameter_overrides=[
+        Parameter("command_in_type", value="speed_units"), Parameter("gripper_action_type", value="gripper_command")])
     client = _Client(context)
-    spinner = NodeSpinner([twin, client.node], context).start()
+    spinner = NodeSpinner([twin, *twin.companion_nodes, client.node], context).start()
     try:
         assert _wait(lambda: client.tool() is not None, 20.0), "tool0 in base_link from /tf and /tf_static"
         home = client.tool()

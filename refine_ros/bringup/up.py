@@ -281,7 +281,9 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
     code = EXIT_STOPPED
     try:
         nodes = start_nodes(resolved, context)
-        spinner = NodeSpinner(nodes, context)  # stops its threads before any node is destroyed
+        # a node's companions (a twin's MoveIt Servo) spin beside it; it destroys them itself
+        companions = [c for n in nodes for c in getattr(n, "companion_nodes", ())]
+        spinner = NodeSpinner([*nodes, *companions], context)  # stops its threads before any node is destroyed
         spinner.start()
         analysis = next((n for n in nodes if n.get_name() == "analysis_node"), None)
         recorder = next((n for n in nodes if n.get_name() == "demo_recorder"), None)

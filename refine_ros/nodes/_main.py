@@ -77,6 +77,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
             rclpy.logging.get_logger(getattr(factory, "__name__", "node")).fatal(str(exc))
             return
         spinner.add_node(node)
+        for companion in getattr(node, "companion_nodes", ()):  # a twin's stand-in for another node (Servo)
+            spinner.add_node(companion)
         # The imports (torch, MuJoCo, ...) leave a large heap; a full garbage collection over it
         # held a node up for 100-250 ms. Frozen, it is never scanned again, so the control path's
         # collections only look at what the node makes from now on.
