@@ -108,10 +108,10 @@ class _Client:
 @pytest.mark.ros
 @pytest.mark.timeout(120)
 def test_arm_twin_is_servo_a_gripper_and_tf_in_the_robots_base_frame(context):
+    from rclpy.parameter import Parameter
+
     from refine_ros.bringup.spin import NodeSpinner
     from refine_ros.robots.arm.arm_twin import ArmTwinNode
-
-    from rclpy.parameter import Parameter
 
     twin = ArmTwinNode(context=context, parameter_overrides=[
         Parameter("command_in_type", value="speed_units"), Parameter("gripper_action_type", value="gripper_command")])
