@@ -11,6 +11,11 @@ hold even when the safety node is gone live here too.
   safety node publishes every watchdog period while it lives, so silence means it is gone), on
   every control tick until safe commands are back; once it has sent the driver anything at all
   (in a dry run nothing reaches the robot, not even a stop).
+- After its command watchdog stopped the robot the bridge says so on `refine/bridge_stop` (the
+  safety node then revokes the episode's confirmation: the robot was stopped), and passes no
+  moving command until the safety node has sent a stop since: a safety node that was only
+  frozen (SIGSTOP, a hung interpreter) and resumes with a still-confirmed episode cannot move
+  the robot before it has heard of the stop.
 - A driver that has not spoken yet is not a lost one: for `startup_grace` s after the bridge
   starts it waits without an error (nothing moves meanwhile: without feedback there are no
   observations, so the safety node only sends stops, and the bridge halts any command).
@@ -44,6 +49,7 @@ incoming_command_timeout is the same 0.1 s."""
 STARTUP_GRACE_S = 10.0
 """Default time a bridge waits for its driver's first feedback before calling it lost."""
 RESULT_TOPIC = "refine/command_result"
+BRIDGE_STOP_TOPIC = "refine/bridge_stop"
 
 
 class BridgeNode(Node):
@@ -69,6 +75,8 @@ class BridgeNode(Node):
         """The safety node's commands stopped: the bridge's watchdog holds the robot stopped."""
         self.watchdog_stops = 0
         self._waiting_said = False
+        self._await_stop = False
+        """The watchdog stopped the robot: no moving command until the safety node sent a stop."""
 
     def _start_bridge(self, driver_timeout: float, command_timeout: float = COMMAND_TIMEOUT_S,
                       startup_grace: float = STARTUP_GRACE_S) -> None:
@@ -76,6 +84,7 @@ class BridgeNode(Node):
         self.command_timeout, self.startup_grace = command_timeout, startup_grace
         self._start_time = self._now()
         self._result_pub = self.create_publisher(Float64MultiArray, RESULT_TOPIC, qos.CONTROL)
+        self._bridge_stop_pub = self.create_publisher(String, BRIDGE_STOP_TOPIC, qos.STATE)
         self.create_subscription(Float64MultiArray, "refine/safe_action", self._on_safe_action, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
@@ -136,7 +145,12 @@ class BridgeNode(Node):
             self._stop()
             return
         label = vector_label(msg)
-        if self.halt_reason(label) is not None:
+        if stop_label(label):
+            self._await_stop = False  # the safety node knows the robot is stopped
+        elif self._await_stop:
+            self.get_logger().warning("a moving command before the safety node acknowledged the watchdog's stop: "
+                                      "held", throttle_duration_sec=1.0)
+        if self.halt_reason(label) is not None or self._await_stop:
             self._stop()
             result = (1.0, 0.0)
         else:
@@ -168,9 +182,10 @@ class BridgeNode(Node):
         if not self.commanded or self._last_safe is None or now - self._last_safe <= self.command_timeout:
             return True
         if not self.commands_lost:
-            self.commands_lost = True
+            self.commands_lost = self._await_stop = True
             self.get_logger().error(f"no safe command for {self.command_timeout:.3f} s (the safety node is gone or "
                                     "hung): the bridge stops the robot itself")
+            self._bridge_stop_pub.publish(String(data=f"no safe command for {self.command_timeout:.3f} s"))
         self._stop()
         self.watchdog_stops += 1
         return False

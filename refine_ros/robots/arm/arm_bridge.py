@@ -123,10 +123,12 @@ PARAMETERS: dict[str, Param] = {
     "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
     "sensor_timeout": Param(0.1, "seconds: a joint state (the gripper's opening) stamped older is stale",
                             (0.001, 5.0)),
-    "ee_timeout": Param(0.15, "seconds: the tool pose is stale when its transforms are stamped older "
-                        "(robot_state_publisher publishes /tf at 20 Hz: 50 to 67 ms apart)", (0.001, 5.0)),
-    "handle_timeout": Param(0.25, "seconds: the handle pose is stale when its transform is stamped older (a "
-                            "tag detector stamps the camera frame: its period plus the detection time)", (0.001, 5.0)),
+    "ee_timeout": Param(Required("double"), "seconds: the tool pose is stale when its transforms are stamped older; "
+                        "set after the publisher's rate (robot_state_publisher: 20 Hz, 50 to 67 ms apart)",
+                        (0.001, 5.0)),
+    "handle_timeout": Param(Required("double"), "seconds: the handle pose is stale when its transform is stamped "
+                            "older; set after the detector's (a tag detector stamps the camera frame: its period "
+                            "plus the detection time)", (0.001, 5.0)),
     "driver_timeout": Param(0.2, "seconds without joint states after which the driver counts as lost: the bridge "
                             "sends the stop itself, every tick, until it is back", (0.001, 5.0)),
     "command_timeout": Param(0.1, "seconds without a safe command after the arm was commanded (the safety node "
@@ -279,7 +281,7 @@ class ArmBridge(BridgeNode):
         self._setup_steps.insert(0, self._servo_parameters_step)
         self.servo_ready = False
         self._pending = None
-        self._setup_timer = self.create_timer(0.5, self._servo_setup_step)
+        self._setup_timer = self.create_timer(0.2, self._servo_setup_step)
 
     def _servo_setup_step(self) -> None:
         if self._pending is not None and not self._pending.done():

@@ -40,7 +40,9 @@ class ArmRig(RobotRig):
         return hasattr(msg, "twist") and max(abs(v) for v in values[:3]) > float(bridge["max_speed"]) + 1e-9
 
     def fake_driver_parameters(self, bridge: Mapping[str, Any]) -> dict[str, Any]:
-        return {"interface": bridge.get("command_interface", "servo_jazzy")}
+        gripper = ("parallel_gripper_command" if bridge.get("gripper_interface") == "parallel_action"
+                   else "gripper_command")
+        return {"interface": bridge.get("command_interface", "servo_jazzy"), "gripper_action_type": gripper}
 
     def heartbeat(self, bridge: Mapping[str, Any]) -> tuple[type, str]:
         from sensor_msgs.msg import JointState
