@@ -36,13 +36,24 @@ STOP = {"arm_bridge": (0.0, 0.0, 0.0, 1.0), "rc_car_bridge": (0.0, 0.0, 1.0)}
 
 
 def start_bridge(name: str, parameters: dict, tmp_path: Path) -> subprocess.Popen:
+    """The bridge's process; its output lines gather in `proc.lines` as they come."""
     from refine_ros.bench import ros_env
 
     params = tmp_path / f"{name}.yaml"
     params.write_text(yaml.safe_dump({f"/{name}": {"ros__parameters": parameters}}))
-    return subprocess.Popen([str(Path(sys.executable).parent / name), "--ros-args", "-r", f"__node:={name}",
+    proc = subprocess.Popen([str(Path(sys.executable).parent / name), "--ros-args", "-r", f"__node:={name}",
                              "--params-file", str(params)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ros_env())
+    proc.lines = []
+    threading.Thread(target=lambda: proc.lines.extend(iter(proc.stdout.readline, "")), daemon=True).start()
+    return proc
+
+
+def finish(proc: subprocess.Popen) -> str:
+    proc.send_signal(2)
+    proc.wait(timeout=20)
+    time.sleep(0.2)  # the reader thread takes the last lines
+    return "".join(proc.lines)
 
 
 class Rig:
@@ -143,8 +154,7 @@ def test_the_bridge_stops_the_robot_itself_when_safe_commands_stop(context, tmp_
         back = rig.since(t_f + 1.8)
     finally:
         rig.close()
-        proc.send_signal(2)
-        out = proc.communicate(timeout=20)[0]
+        out = finish(proc)
     stops = [(t, v) for t, v in after if v == 0.0]
     assert stops, f"no stop reached the driver after the safety node went silent\n{out[-2000:]}"
     # the last safe command left up to one period (20 ms) before t_f; the bridge ticks at 50 Hz;
@@ -165,13 +175,16 @@ def test_a_driver_that_has_not_spoken_yet_is_waited_for_not_reported_lost(contex
     rig = Rig(context, bridge)
     rig.speak = False
     try:
-        time.sleep(4.0)  # the bridge's import and start take a second or two on a loaded machine
+        deadline = time.monotonic() + 120  # the bridge's imports take seconds on a loaded machine
+        while not any("waiting for the driver's first feedback" in line for line in proc.lines):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(proc.lines)[-2000:]
+            time.sleep(0.1)
+        time.sleep(3.0)  # the driver starts later than the bridge: well past driver_timeout (0.2 s)
         rig.speak = True
         time.sleep(1.0)
     finally:
         rig.close()
-        proc.send_signal(2)
-        out = proc.communicate(timeout=20)[0]
+        out = finish(proc)
     assert proc.returncode == 0, out[-2000:]
     assert "waiting for the driver's first feedback" in out, out[-2000:]
     assert "[ERROR]" not in out and "no driver feedback" not in out, out[-2000:]

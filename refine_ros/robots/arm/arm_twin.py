@@ -286,8 +286,9 @@ class ArmTwinNode(Node):
 
         namespace, _, name = full_name.rstrip("/").rpartition("/")
         params = [Parameter(k, value=v) for k, v in self.servo.parameters().items()]
+        # not the process's command line: a launch's `-r __node:=arm_twin` would rename Servo too
         node = Node(name, namespace=namespace or "/", context=self.context, parameter_overrides=params,
-                    automatically_declare_parameters_from_overrides=True)
+                    automatically_declare_parameters_from_overrides=True, use_global_arguments=False)
         self.servo_ros = node
         self.companion_nodes = (node,)
         status_type, command_type = types

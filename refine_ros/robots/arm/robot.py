@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.robots.descriptor import Robot, RobotRig
+from refine_ros.robots.descriptor import CommandPath, Robot, RobotRig
 
 
 class ArmRig(RobotRig):
@@ -82,4 +82,18 @@ ROBOT = Robot(
     twin_heartbeat="joints",
     take_stick={"left_y": 0.6},  # left stick forward: the tool's +y
     live_bench={"rate": 50.0},
+    command_paths={
+        "servo_jazzy": CommandPath({"command_interface": "servo_jazzy"}, {"command_interface": "servo_jazzy"},
+                                   {"command_type": "twist_stamped"}, 0.1,
+                                   "MoveIt Servo's incoming_command_timeout after the last twist's stamp"),
+        "servo_humble": CommandPath({"command_interface": "servo_humble"}, {"command_interface": "servo_humble"},
+                                    {"command_type": "twist_stamped"}, 0.1,
+                                    "MoveIt Servo's incoming_command_timeout after the last twist's stamp"),
+        "forward_velocity": CommandPath(
+            {"command_interface": "forward_velocity", "arm_joints": [f"right_j{i}" for i in range(7)]},
+            {"command_interface": "forward_velocity"}, {"command_type": "joint_velocities"}, None,
+            "none: a forward velocity controller holds its last command; the command guard is the safeguard"),
+    },
+    stop_unit=("mm", 1e-3),
+    moving_speed=0.005,
 )
