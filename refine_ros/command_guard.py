@@ -16,9 +16,11 @@ stamp), so there the guard only repeats what Servo does.
 The guard runs as a process of its own beside the bridge (the `command_guard` node), reads the
 driver's command topic in the driver's own message type, and after `timeout` s without any
 message following a moving one sends the exact stop `repeats` times, one per `period` (a lost
-message does not leave the robot moving). Nothing is sent before it has seen a moving command,
-so a dry run, where the bridge sends nothing, stays silent; its own stops arrive on the topic
-too and, being stops, leave it idle. It cannot help when it dies together with the bridge (one
+message does not leave the robot moving), then once every `hold` s for as long as no moving
+command comes (a command of the dead bridge delivered late, out of order with the guard's, is
+overridden within `hold`). Nothing is sent before it has seen a moving command, so a dry run,
+where the bridge sends nothing, stays silent; its own stops arrive on the topic too and, being
+stops, change nothing. It cannot help when it dies together with the bridge (one
 process under `refine up`, the machine losing power): the robot's own protective stop and the
 stack's own timeout are then all that is left, which docs/ROBOT_CHECKLIST.md states per stack.
 """
@@ -58,10 +60,13 @@ class Guard:
 
     timeout: float
     repeats: int = 5
+    hold: float = 0.1
     last_heard: float | None = None
     last_moving: bool = False
     stops_due: int = 0
     trips: int = 0
+    tripped: bool = False
+    last_stop: float = -math.inf
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.timeout) and self.timeout > 0):
@@ -71,16 +76,17 @@ class Guard:
 
     def heard(self, is_moving: bool, now: float) -> None:
         self.last_heard, self.last_moving = now, is_moving
-        if is_moving:
-            self.stops_due = 0  # the stream is back: whoever sends it is in charge again
+        if is_moving:  # the stream is back: whoever sends it is in charge again
+            self.stops_due, self.tripped = 0, False
 
     def tick(self, now: float) -> bool:
-        if self.stops_due == 0 and self.last_moving and self.last_heard is not None \
+        if not self.tripped and self.last_moving and self.last_heard is not None \
                 and now - self.last_heard > self.timeout:
-            self.stops_due = self.repeats
+            self.stops_due, self.tripped = self.repeats, True
             self.trips += 1
             self.last_moving = False
-        if self.stops_due > 0:
-            self.stops_due -= 1
+        if self.stops_due > 0 or (self.tripped and now - self.last_stop >= self.hold):
+            self.stops_due = max(self.stops_due - 1, 0)
+            self.last_stop = now
             return True
         return False

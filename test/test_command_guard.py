@@ -22,15 +22,17 @@ def test_motion_is_any_nonzero_velocity_and_a_car_moves_by_its_speed_alone():
     assert moving("ackermann", [0.4, 0.0]) and moving("ackermann", [-0.1, 0.0])
 
 
-def test_the_stop_goes_out_after_the_timeout_repeated_then_the_guard_is_quiet():
-    g = Guard(timeout=0.15, repeats=3)
+def test_the_stop_goes_out_after_the_timeout_repeated_then_held_while_silent():
+    g = Guard(timeout=0.15, repeats=3, hold=0.1)
     assert not g.tick(0.0), "nothing heard: nothing to guard (a dry run stays silent)"
     g.heard(True, 0.0)
     assert not g.tick(0.1) and not g.tick(0.15)
-    assert [g.tick(t) for t in (0.16, 0.17, 0.18, 0.19, 1.0)] == [True, True, True, False, False]
+    assert [g.tick(t) for t in (0.16, 0.17, 0.18, 0.19, 0.2)] == [True, True, True, False, False]
     assert g.trips == 1
-    g.heard(False, 2.0)  # its own stop, heard back
-    assert not g.tick(5.0)
+    g.heard(False, 0.2)  # its own stop, heard back: still silent from the bridge
+    assert [g.tick(t) for t in (0.25, 0.28, 0.3)] == [False, True, False], "then one stop per hold"
+    g.heard(True, 0.31)  # a late command of the dead bridge ...
+    assert not g.tick(0.4) and g.tick(0.47), "... is overridden one timeout later"
 
 
 def test_a_stream_that_ends_with_a_stop_needs_no_guard_and_one_that_resumes_cancels_it():
@@ -81,7 +83,7 @@ def test_the_guard_process_stops_the_driver_when_the_bridge_goes_silent(context,
     spinner = NodeSpinner([node], context).start()
     guard = subprocess.Popen([str(Path(sys.executable).parent / "command_guard"), "--ros-args",
                               "-p", f"command_type:={command_type}", "-p", f"command_topic:={topic}",
-                              "-p", "timeout:=0.15", "-p", "repeats:=4"],
+                              "-p", "timeout:=0.15", "-p", "repeats:=4", "-p", "hold:=0.5"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ros_env())
     try:
         deadline = time.monotonic() + 60
@@ -113,7 +115,8 @@ def test_the_guard_process_stops_the_driver_when_the_bridge_goes_silent(context,
         after = [(t - silent_at, values, msg) for t, values, msg in heard if t > silent_at]
         before = [values for t, values, _ in heard if t <= silent_at]
     assert before and all(moving(command_type, v) for v in before), "the guard spoke while commands flowed"
-    assert len(after) == 4, (after, out)
+    burst = [x for x in after if x[0] < after[0][0] + 0.2]
+    assert len(burst) == 4 and 2 <= len(after) - 4 <= 4, ([round(x[0], 3) for x in after], out)  # then one per 0.5 s
     assert all(not moving(command_type, v) and all(x == 0.0 for x in v) for _, v, _ in after), after
     assert 0.1 < after[0][0] < 0.15 + 0.25, f"the first stop came {after[0][0]:.3f} s after the silence"
     last = after[-1][2]

@@ -227,18 +227,21 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
             if time.monotonic() > deadline:
                 raise RuntimeError("the rig never came up: " + procs.output("bridge")[-600:])
             time.sleep(0.1)
-        for _attempt in range(3):
+        for _attempt in range(5):
+            # a watchdog trip while the rig settles (a loaded machine) revokes the confirmation,
+            # as it must: the operator confirms again until the robot has moved for a second
             deadline = time.monotonic() + 10.0
             while not observer.confirm():
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"confirmation refused: {observer.status}")
                 time.sleep(0.25)
             if _wait(observer.moving_now, 20.0):
-                break
+                time.sleep(1.0)
+                if observer.moving_now():
+                    break
         else:
-            raise RuntimeError(f"the twin never moved: {observer.status}; bridge: "
+            raise RuntimeError(f"the twin never moved for a second: {observer.status}; bridge: "
                                + procs.output("bridge")[-600:])
-        time.sleep(1.0)
         process = "bridge" if target == "bridge" else target
         t_f = time.monotonic()
         procs.signal(process, SIGNALS[sig_name])
@@ -252,6 +255,10 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
         with observer.lock:
             truth, commands = list(observer.truth), list(observer.commands)
         judge(cell, robot, truth, commands, t_f, t_resume, t_end)
+        if cell.unsafe and workdir is not None:  # what happened, for whoever looks into it
+            rows = [(round(r[0] - t_f, 3), *[round(x, 4) for x in r[2:]]) for r in truth if r[0] >= t_f - 0.2]
+            sent = [(round(t - t_f, 3), robot.rig.motion(m)) for t, m in commands if t >= t_f - 0.2]
+            (workdir / "timeline.txt").write_text(f"truth {rows}\ncommands {sent}\n")
     except Exception as exc:  # noqa: BLE001 - a rig that fails is reported, never a crash of the bench
         cell.error = f"{type(exc).__name__}: {exc}"
     finally:

@@ -31,6 +31,8 @@ PARAMETERS: dict[str, Param] = {
     "repeats": Param(5, "stops sent each time (one per period), so a lost message does not leave the robot moving",
                      (1, 100)),
     "period": Param(0.01, "s between checks (and between the repeated stops)", (0.001, 1.0)),
+    "hold": Param(0.1, "s between the stops sent after the burst, for as long as no moving command comes",
+                  (0.01, 10.0)),
 }
 
 _TYPES = {
@@ -71,7 +73,7 @@ class CommandGuard(Node):
                                    "messages; install ros-$ROS_DISTRO-"
                                    f"{package.split('.')[0].replace('_', '-')}") from None
         self.topic = str(p["command_topic"]) or STANDARD_TOPICS[self.command_type]
-        self.guard = Guard(float(p["timeout"]), int(p["repeats"]))
+        self.guard = Guard(float(p["timeout"]), int(p["repeats"]), float(p["hold"]))
         self._frame, self._joints = "", 0
         self._pub = self.create_publisher(self.msg_type, self.topic, qos.COMMAND)
         self.create_subscription(self.msg_type, self.topic, self._on_command, qos.COMMAND)
