@@ -213,6 +213,6 @@ def test_a_throwaway_task_folder_with_one_registry_line_is_found_by_every_user(s
     build_policy(first.program, spec)
     # the experiment's notes: no published figures for it
     notes = outputs.protocol_departures(pd.DataFrame({"rl_departures": []}), spec,
-                                        type("Opts", (), {"scale": 1.0, "il": {}})(), [])
+                                        type("Opts", (), {"scale": 1.0, "il": {}, "seeds": 2})(), [])
     assert notes == ["the published comparison has no slider task: there are no published figures for it"]
     assert np.isfinite(slider.episode_summary([np.zeros(1)], [0.0], [{}])["return"])

@@ -44,7 +44,7 @@ class PolicyRunner:
 
     def new_episode(self, seed: int) -> None:
         """The same action noise a local rollout of this seed draws."""
-        self.generator = episode_generator(seed, 0)
+        self.generator = episode_generator(seed)
 
     def act(self, obs: Any) -> tuple[np.ndarray, list[float]]:
         """-> (executed action, policy-step values in `self.columns` order). Raises whatever
