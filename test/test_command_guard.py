@@ -125,3 +125,17 @@ def test_the_guard_process_stops_the_driver_when_the_bridge_goes_silent(context,
     if command_type == "joint_velocities":
         assert list(last.data) == [0.0, 0.0, 0.0]
     assert "sending the stop" in out, out
+
+
+def test_a_live_forward_velocity_arm_is_refused_in_one_process():
+    """The guard must outlive the bridge where the stack holds the last command: `refine up`
+    without --processes (every node one process) refuses such a live run, not a dry run and not
+    MoveIt Servo (which stops by itself)."""
+    from refine_ros.bringup.up import UpOptions, guard_needs_its_own_process, plan_profile
+
+    velocity = ["arm_bridge.command_interface=forward_velocity", "arm_bridge.arm_joints=[j1, j2]"]
+    live = plan_profile("arm_real", UpOptions(live=True, sets=velocity))
+    why = guard_needs_its_own_process(live)
+    assert why is not None and "--processes" in why and "holds its last command" in why
+    assert guard_needs_its_own_process(plan_profile("arm_real", UpOptions(live=False, sets=velocity))) is None
+    assert guard_needs_its_own_process(plan_profile("arm_real", UpOptions(live=True))) is None

@@ -103,7 +103,9 @@ def rig(tmp_path):
     made = []
 
     def make(robot: str, bridge: dict | None = None, driver: dict | None = None) -> Rig:
-        settings = {**profile_parameters(robot, BRIDGES[robot]), **(bridge or {})}
+        # this harness plays the safety node only while a test sends: the bridge's own command
+        # watchdog (test/test_bridge_watchdog.py) is given time between the sends
+        settings = {**profile_parameters(robot, BRIDGES[robot]), "command_timeout": 5.0, **(bridge or {})}
         if robot == "arm":  # the gripper action the profile's bridge speaks
             driver = {"gripper_action_type": get_robot("arm").rig.fake_driver_parameters(settings)
                       ["gripper_action_type"], **(driver or {})}

@@ -226,10 +226,37 @@ def start_nodes(profile: Profile, context) -> list[Any]:
     return nodes
 
 
+def guard_needs_its_own_process(profile: Profile) -> str | None:
+    """Why this profile must not run live in one process: its bridge commands a stack that
+    holds the last command by itself (a command path of the robot's descriptor with no stack
+    timeout, e.g. a forward velocity controller), whose only safeguard, the command guard, has
+    to outlive the bridge. None when one process is fine."""
+    from refine_ros.robots.registry import robots
+
+    nodes = {spec.name: spec.parameters for spec in profile.nodes}
+    if not any(spec.name == "safety_node" and spec.parameters.get("dry_run") is False for spec in profile.nodes):
+        return None  # a dry run sends the robot nothing
+    for robot in robots().values():
+        bridge = nodes.get(robot.bridge)
+        if bridge is None:
+            continue
+        for name, path in robot.command_paths.items():
+            keys = {k: v for k, v in path.bridge.items() if isinstance(v, str)}
+            if path.stack_timeout is None and keys and all(bridge.get(k) == v for k, v in keys.items()):
+                return (f"{robot.bridge} commands a stack that holds its last command ({name}: {path.stack}); "
+                        "the command guard must outlive the bridge, so run it with --processes (or ros2 launch), "
+                        "not in one process")
+    return None
+
+
 def run_profile(profile: str, options: UpOptions) -> int:
     """Run the profile's nodes until the analysis node stops the run (a record_demo profile: until
     the demonstration is saved); returns the exit code."""
     resolved = plan_profile(profile, options)
+    if not options.processes:
+        why = guard_needs_its_own_process(resolved)
+        if why is not None:
+            raise ProfileError(why)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     if options.processes:
         return _run_processes(resolved, options)
