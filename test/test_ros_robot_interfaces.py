@@ -74,7 +74,7 @@ class Rig:
 
     def ready(self, timeout: float = 60.0) -> None:
         assert _wait(lambda: len(self.observations) > 5, timeout), self.procs.output("bridge")[-1500:]
-        if str(self.bridge.get("command_interface", "servo_jazzy")).startswith("servo_"):  # Servo set up
+        if self.robot == "arm" and str(self.bridge.get("command_interface", "servo_jazzy")).startswith("servo_"):
             assert _wait(lambda: "takes twist commands" in self.procs.output("bridge"), timeout), \
                 self.procs.output("bridge")[-1500:]
 

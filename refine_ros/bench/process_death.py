@@ -48,8 +48,6 @@ SIGNALS = {"sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
 PROCESS_FAULTS = tuple(f"{s}_{t}" for t in TARGETS for s in SIGNALS)
 TOLERANCE_S = 0.1
 """One twin tick (20 ms), the transport and the scheduling of a loaded two-core machine."""
-WATCH_S = {"arm": 2.0, "car": 3.0}
-"""How long a cell watches after the fault (the car's VESC timeout is 1 s, then it coasts)."""
 RESUMED_WATCH_S = 1.5
 GUARD_TIMEOUT_S = 0.15  # refine_ros/nodes/command_guard.py's default
 
@@ -147,9 +145,10 @@ class Observer:
         return len(recent) == 5 and all(row[-1] > 0 and row[-2] > self.robot.moving_speed for row in recent)
 
 
-def _position(row: tuple[float, ...], robot: str) -> tuple[float, ...]:
-    """The position in a ground-truth row (arrival time first): the arm's tool xyz, the car's xy."""
-    return row[2:5] if robot == "arm" else row[2:4]
+def _position(row: tuple[float, ...], robot: Any) -> tuple[float, ...]:
+    """The position in a ground-truth row (arrival time first, then the twin's row)."""
+    start, stop = robot.truth_position
+    return row[1 + start:1 + stop]
 
 
 def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands: list[tuple[float, Any]],
@@ -163,7 +162,7 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
     cell.driven_s = (max(driven) - t_f) if driven else 0.0
     moving = [row[0] for row in after if row[-2] > robot.moving_speed]
     cell.moved_s = (max(moving) - t_f) if moving else 0.0
-    start, rest = _position(after[0], robot.name), _position(after[-1], robot.name)
+    start, rest = _position(after[0], robot), _position(after[-1], robot)
     cell.moved = math.dist(start, rest) / robot.stop_unit[1]
     rig = robot.rig
     later = [(t, m) for t, m in commands if t >= t_f]
@@ -245,7 +244,7 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
         process = "bridge" if target == "bridge" else target
         t_f = time.monotonic()
         procs.signal(process, SIGNALS[sig_name])
-        time.sleep(WATCH_S[robot_name])
+        time.sleep(robot.watch_after_death_s)
         t_resume = None
         if sig_name == "sigstop":
             t_resume = time.monotonic()

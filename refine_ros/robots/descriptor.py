@@ -134,6 +134,10 @@ class Robot:
     """How the matrix reports a stop distance: unit and metres per unit (arm mm, car cm)."""
     moving_speed: float = 0.0
     """m/s above which the twin's ground truth counts as moving."""
+    truth_position: tuple[int, int] = (1, 4)
+    """Where the position sits in a row of the twin's `~/ground_truth` (a slice: start, stop)."""
+    watch_after_death_s: float = 2.0
+    """How long a process-death cell watches the twin after the fault (past the stack's timeout)."""
     @property
     def record_profile(self) -> str:
         return f"{self.profile}_record_demo"

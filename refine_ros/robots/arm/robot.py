@@ -96,4 +96,5 @@ ROBOT = Robot(
     },
     stop_unit=("mm", 1e-3),
     moving_speed=0.005,
+    truth_position=(1, 4),  # the tool's x, y, z
 )

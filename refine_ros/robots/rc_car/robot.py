@@ -133,4 +133,6 @@ ROBOT = Robot(
     twin_pad={5: 1},  # RB: F1TENTH's autonomy dead-man
     stop_unit=("cm", 1e-2),
     moving_speed=0.05,
+    truth_position=(1, 3),  # x, y (then yaw)
+    watch_after_death_s=3.0,  # the VESC's 1 s timeout, then it coasts
 )
