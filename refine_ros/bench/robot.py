@@ -167,18 +167,22 @@ def run_operator(out: Path, robot: str) -> None:
         rclpy.try_shutdown()
 
 
-def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) -> dict[str, Any]:
+def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0,
+                log_dir: Path | None = None) -> dict[str, Any]:
     """`bench_live` for every robot the benchmark runs (`live_bench_robots`)."""
     results: dict[str, Any] = {}
     for robot in live_bench_robots():
-        results.update(bench_live(robot, episodes, steps, timeout_s))
+        results.update(bench_live(robot, episodes, steps, timeout_s, log_dir / robot if log_dir else None))
     return results
 
 
-def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) -> dict[str, Any]:
+def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: float = 900.0,
+               log_dir: Path | None = None) -> dict[str, Any]:
     """One round of `episodes` live episodes of `steps` steps on `robot`'s real profile (the
     profile's one diagnostic and one selection episode, the rest evaluation episodes: the seed
-    plan has only two diagnostic seeds); returns the loss and watchdog figures."""
+    plan has only two diagnostic seeds); returns the loss and watchdog figures. `log_dir`:
+    every node's whole output is kept there; a run that does not finish also leaves its nodes'
+    thread stacks there."""
     from refine_core.rollout.demo import record_demonstration, teleop_source
     from refine_core.rollout.schema import EPISODE_KINDS, family_columns
     from refine_core.store.db import RunDatabase
@@ -200,7 +204,7 @@ def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: floa
         extra = max(0, episodes - 2)
         options = UpOptions(run_dir=run_dir, max_rounds=1, diagnostic_episodes=1 if episodes > 1 else episodes,
                             max_steps=steps, live=True, sets=[f"analysis_node.eval_episodes={extra}"])
-        graph = ProcessGraph(launch_plan(plan_profile(profile, options)), env=env, echo=None)
+        graph = ProcessGraph(launch_plan(plan_profile(profile, options)), env=env, echo=None, log_dir=log_dir)
         seen_file = Path(tmp) / "operator.json"
         parameters = [arg for name, value in (described.live_bench or {}).items() for arg in ("-p", f"{name}:={value}")]
         driver = subprocess.Popen([sys.executable, "-m", "refine_ros.robots.fake_driver", robot, "--ros-args",
@@ -211,6 +215,8 @@ def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: floa
         try:
             graph.start()
             outcome = graph.wait(timeout_s)
+            if outcome != "finished":
+                graph.dump_stacks()  # where each node waits, into the tails below
         finally:
             reports = graph.stop()
             for proc in (operator, driver):
@@ -261,7 +267,7 @@ def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: floa
             f"{key}exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
             # where a run that did not finish stood: the last lines of every node
             **({} if outcome == "finished" else
-               {f"{key}log_tails": {p.name: list(p.tail)[-12:] for p in graph.processes}}),
+               {f"{key}log_tails": {p.name: list(p.tail)[-40:] for p in graph.processes}}),
         }
 
 

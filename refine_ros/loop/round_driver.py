@@ -27,6 +27,8 @@ from refine_core.tasks.base import Task
 from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.wire.protocol import episode_counter
 
+NOTE_EVERY_S = 30.0
+
 
 class Stop(Protocol):
     def is_set(self) -> bool: ...
@@ -60,6 +62,8 @@ class RoundDriver:
     as failed; 0: only `episode_timeout_s` ends it. On a robot the observations stop when a
     sensor goes silent (a car whose camera lost the road): the safety node has stopped the robot,
     and the operator should not wait out the episode timeout."""
+    log: Callable[[str], None] | None = None
+    """Hears, every NOTE_EVERY_S of an episode, where it stands (a run that hangs says where)."""
 
     def run(self, request: dict, runner: PolicyRunner, activate: Callable[[ActiveEpisode | None], None],
             closing: Stop, progress: Progress | None = None) -> tuple[list[dict], dict]:
@@ -115,9 +119,13 @@ class RoundDriver:
     def _wait_for_end(self, episode: ActiveEpisode) -> str | None:
         """None once the episode has ended; else why it never will."""
         started = time.monotonic()
-        deadline = started + self.episode_timeout_s
+        deadline, note = started + self.episode_timeout_s, started + NOTE_EVERY_S
         while not episode.ended.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
             now = time.monotonic()
+            if self.log is not None and now >= note:
+                note = now + NOTE_EVERY_S
+                self.log(f"episode {episode.counter}: {episode.last_step + 1} of {episode.limit} steps after "
+                         f"{now - started:.0f} s (it fails after {self.episode_timeout_s:g} s)")
             if now >= deadline:
                 return f"no end of episode within {self.episode_timeout_s:g} s ({episode.last_step + 1} steps seen)"
             silent = now - (episode.last_seen if episode.last_seen is not None else started)

@@ -138,7 +138,7 @@ class LearnerNode(Node):
             self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
 
         self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "",
-                                  observation_timeout_s=float(p["observation_timeout"]))
+                                  observation_timeout_s=float(p["observation_timeout"]), log=self.get_logger().info)
         self.active: ActiveEpisode | None = None
         self.bad_messages = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -380,11 +380,13 @@ class LearnerNode(Node):
 
     def _call(self, client, request, what: str) -> tuple[Any, str | None]:
         if not client.wait_for_service(timeout_sec=10.0):
+            self.get_logger().warning(f"{what}: service {client.srv_name} not available within 10 s")
             return None, f"{what}: service {client.srv_name} not available"
         done = threading.Event()
         future = client.call_async(request)
         future.add_done_callback(lambda _f: done.set())
         if not done.wait(30.0):
+            self.get_logger().warning(f"{what}: no answer from {client.srv_name} within 30 s")
             return None, f"{what}: no answer from {client.srv_name} within 30 s"
         if future.exception() is not None:
             return None, f"{what}: {future.exception()}"
