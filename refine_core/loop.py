@@ -355,12 +355,12 @@ def demonstration(db: RunDatabase, run_id: int, task: Task, config: RefineConfig
         if config.demonstration == "recorded":
             raise DemonstrationError(
                 f"run {run_id} in {db.path} has no demonstration and this profile never records the "
-                "simulated expert; record one on the robot first (refine up <profile>_record_demo)") from None
+                "simulated expert: record one on the robot first") from None
     else:
         if config.demonstration == "recorded" and demo.simulated_expert:
             raise DemonstrationError(
                 f"run {run_id} in {db.path} holds a demonstration of the {demo.source}, and this profile fits "
-                "only one recorded on the robot; record one on the robot first (refine up <profile>_record_demo)")
+                "only one recorded on the robot: record one on the robot first")
         return demo
     if config.verbose:
         print(f"[refine] recording the scripted expert's demonstration (seed {task.spec.demo_seed})", flush=True)

@@ -7,6 +7,7 @@ interfaces of refine_ros_interfaces and of the external interface packages over 
     python test/interface_peer.py fit-server          # refine_ros_interfaces/action/FitProgram server
     python test/interface_peer.py rollout-server      # refine_ros_interfaces/action/RunRollout server
     python test/interface_peer.py gripper-server      # control_msgs/action/GripperCommand server
+    python test/interface_peer.py parallel-gripper-server  # control_msgs/action/ParallelGripperCommand
 
 A TYPE is written as ROS tools write it (`refine_ros_interfaces/msg/Step`). Every message is
 `sample(type)`: each field filled with a value derived from its name and type, so both ends
@@ -31,6 +32,7 @@ TOPIC_PREFIX = "interfaces_test/"
 FIT_ACTION = "learner/fit_program"
 ROLLOUT_ACTION = "learner/run_rollout"
 GRIPPER_ACTION = "gripper_controller/gripper_cmd"
+PARALLEL_GRIPPER_ACTION = "robotiq_gripper_controller/gripper_cmd"
 SERVO_SERVICE = "servo_node/switch_command_type"
 FIT_EPOCH_S = 0.1
 """How long the test fit server's "epoch" lasts."""
@@ -275,10 +277,38 @@ def gripper_server() -> None:
     _serve(node)
 
 
+def parallel_gripper_server() -> None:
+    """ros2_controllers' parallel gripper action controller as the goal sees it: a goal naming
+    other than exactly one position is rejected; the one joint reaches its position."""
+    from control_msgs.action import ParallelGripperCommand
+    from rclpy.action import ActionServer, GoalResponse
+    from sensor_msgs.msg import JointState
+
+    node = _node("parallel_gripper_stand_in")
+
+    def accept(goal):
+        return GoalResponse.ACCEPT if len(goal.command.position) == 1 else GoalResponse.REJECT
+
+    def execute(goal_handle):
+        wait_for_feedback_reader(node, PARALLEL_GRIPPER_ACTION)
+        command = goal_handle.request.command
+        target = command.position[0]
+        state = JointState(name=list(command.name), position=[target / 2])
+        goal_handle.publish_feedback(ParallelGripperCommand.Feedback(state=state))
+        time.sleep(SETTLE_S)  # the fingers move
+        goal_handle.succeed()
+        return ParallelGripperCommand.Result(state=JointState(name=list(command.name), position=[target]),
+                                             stalled=False, reached_goal=True)
+
+    ActionServer(node, ParallelGripperCommand, PARALLEL_GRIPPER_ACTION, execute_callback=execute,
+                 goal_callback=accept)
+    _serve(node)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("publish", "subscribe", "servo-service", "fit-server", "rollout-server",
-                                         "gripper-server"))
+                                         "gripper-server", "parallel-gripper-server"))
     parser.add_argument("types", nargs="*")
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--epochs", type=int, default=50)
@@ -288,6 +318,7 @@ def main() -> int:
     if args.mode == "subscribe":
         return subscribe(args.types, args.timeout)
     {"servo-service": servo_service, "rollout-server": rollout_server, "gripper-server": gripper_server,
+     "parallel-gripper-server": parallel_gripper_server,
      "fit-server": lambda: fit_server(args.epochs)}[args.mode]()
     return 0
 

@@ -38,6 +38,9 @@ def test_refine_bench_json_quick_reports_no_error_in_any_section():
         assert results[key] > 0, key
     ros = [k for k in results if k.startswith(("ros_", "logger_"))]
     assert ros or "ros_skipped" in results, "the ROS section gave neither figures nor a reason"
+    if "faults_process_death_cells" in results:  # a bridge killed on each robot's twin: stopped in time
+        assert results["faults_process_death_cells"] == 2 and results["faults_process_death_unsafe"] == 0, results
+        assert results["faults_worst_stop_mm_arm"] is not None and results["faults_worst_stop_cm_car"] is not None
 
 
 def test_a_failing_section_is_reported_as_an_error_and_the_others_still_run(monkeypatch):

@@ -487,7 +487,7 @@ def installed(tmp_path):
             executables = ["rviz2"] if package == "rviz2" else (
                 ["robot_state_publisher"] if package == "robot_state_publisher" else
                 ["sim_node", "learner_node", "rollout_logger", "analysis_node", "safety_node", "arm_bridge",
-                 "rc_car_bridge", "track_detector"])
+                 "rc_car_bridge", "track_detector", "command_guard"])
             for exe in executables:
                 found[(package, exe)] = _exe(tmp_path / "lib" / package / exe)
         return lambda package, exe: found.get((package, exe))

@@ -112,6 +112,6 @@ def test_the_analysis_node_names_the_method_settings_as_refine_config_does():
 
     fields = {f.name for f in dataclasses.fields(RefineConfig)}
     own = {"task", "run_dir", "analyst", "transcript", "replay_mode", "task_description", "start_program",
-           "flush_timeout"}
+           "flush_timeout", "robot"}
     assert set(PARAMETERS) - fields == own, "a method setting under a name RefineConfig does not use"
     assert {alias for p in PARAMETERS.values() for alias in p.aliases} == {"rounds", "episodes", "sandbox_timeout"}

@@ -115,9 +115,10 @@ class Inbox:
 
 
 # ---- car ---------------------------------------------------------------------------------------
-TWIST_CAR = dict(command_type="twist", wheelbase=0.33, wheel_source="encoders", wheel_radius=0.05)
-"""A car driven by geometry_msgs/Twist with wheel encoders: the settings that need no message
-package beyond the standard ones (the F1TENTH default is tested with its own messages)."""
+TWIST_CAR = dict(command_type="twist", wheelbase=0.33, wheel_source="encoders", wheel_radius=0.05, odom_yaw_sign=1.0)
+"""A car driven by geometry_msgs/Twist with wheel encoders and odometry that follows REP-103:
+the settings that need no message package beyond the standard ones (the F1TENTH default, with
+vesc_to_odom's sign, is tested with its own messages)."""
 
 
 def test_rc_car_bridge_twist_commands_and_semantic_observation(graph):
@@ -242,7 +243,8 @@ def test_bridges_refuse_bad_settings_and_keep_their_limits(graph):
     assert "max_speed, max_steering_angle, speed_to_sim" in refused(rc_car_bridge.RcCarBridge)
     arm_settings = SETTINGS[arm_bridge.ArmBridge]
     assert "max_speed" in refused(arm_bridge.ArmBridge)
-    assert "gripper_open_position" in refused(arm_bridge.ArmBridge, max_speed=0.1)
+    assert "gripper_open_position" in refused(arm_bridge.ArmBridge, max_speed=0.1, ee_timeout=0.15,
+                                              handle_timeout=0.25)
     assert "arm_joints" in refused(arm_bridge.ArmBridge, **{**arm_settings, "command_interface": "forward_velocity"})
     assert "target_position" in refused(arm_bridge.ArmBridge, **{**arm_settings, "target_position": [1.0, 2.0]})
 

@@ -42,10 +42,15 @@ UPSTREAM_HASHES = {
     # RIHS01 type hashes of the upstream definitions (ackermann_msgs ros2 branch, control_msgs
     # and geometry2 jazzy branches, moveit_msgs ros2 branch as released for Jazzy, f1tenth/vesc
     # ros2 branch), computed by building those files with the same rosidl generators.
+    # ParallelGripperCommand is the same file on control_msgs' humble and jazzy branches (what
+    # ros2_controllers' parallel gripper action controller serves, e.g. ros2_robotiq_gripper on
+    # Jazzy and later).
     "ackermann_msgs/msg/AckermannDrive": "acf287a224a947dd1b0b87d6d76cdb73f497b0237b8fc73be2173b2ebbb82c99",
     "ackermann_msgs/msg/AckermannDriveStamped": "48ca7612a08d3bb72744fd98b71b7cf2ea24c6ad50fa4e1aa0bbad963c90d8cf",
     "control_msgs/msg/GripperCommand": "57eb8f326c9889ca8bb34ead82cc94cc09bf6bc5c3b6c09546dca3a00b589890",
     "control_msgs/action/GripperCommand": "e17c0e644eccf14bea84a0a93e0977182872c2eb7873ca6694900059b46dbc84",
+    "control_msgs/action/ParallelGripperCommand":
+        "adfd3c1ebe8abc38ebcc0e454b6423d291d4010dd5697d14eca5b9be4726ae18",
     "tf2_msgs/msg/TFMessage": "e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087",
     "moveit_msgs/msg/ServoStatus": "882a75f7648d6f8a9bf528e4787f51c58f2d5d88b702e450443d99f270e6936b",
     "moveit_msgs/srv/ServoCommandType": "2065f4daf271249330596d344ecd48f5c2d2a52e3b21b1fc56d99c52b8eeae22",
@@ -368,6 +373,34 @@ def test_gripper_command_action_between_processes(client_node):
     wait_for_count(feedback, 1)
     assert [f.position for f in feedback] == [0.02]
     assert (result.position, result.effort, result.stalled, result.reached_goal) == (0.04, 10.0, True, True)
+
+
+def test_parallel_gripper_command_action_between_processes(client_node):
+    """The Jazzy-and-later gripper action: one joint's target in a JointState; a goal with two
+    positions is rejected, as ros2_controllers' parallel gripper controller rejects it."""
+    from control_msgs.action import ParallelGripperCommand
+    from interface_peer import PARALLEL_GRIPPER_ACTION
+    from rclpy.action import ActionClient
+    from sensor_msgs.msg import JointState
+
+    server = start_peer("parallel-gripper-server")
+    feedback: list = []
+    try:
+        wait_ready(server)
+        goal = ParallelGripperCommand.Goal(command=JointState(name=["robotiq_85_left_knuckle_joint"], position=[0.8]))
+        handle = send_goal(client_node, ParallelGripperCommand, PARALLEL_GRIPPER_ACTION, goal, feedback)
+        result = wait_future(handle.get_result_async()).result
+        client = ActionClient(client_node, ParallelGripperCommand, PARALLEL_GRIPPER_ACTION)
+        assert client.wait_for_server(timeout_sec=30.0)
+        two = ParallelGripperCommand.Goal(command=JointState(name=["a", "b"], position=[0.1, 0.2]))
+        rejected = wait_future(client.send_goal_async(two))
+    finally:
+        stop_process(server)
+    wait_for_count(feedback, 1)
+    assert [list(f.state.position) for f in feedback] == [[0.4]]
+    assert list(result.state.position) == [0.8] and result.reached_goal and not result.stalled
+    assert list(result.state.name) == ["robotiq_85_left_knuckle_joint"]
+    assert not rejected.accepted
 
 
 # -- the ros2 command-line tools, where installed ------------------------------------------------------------

@@ -357,7 +357,9 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
         assert first["steps"] >= 5 and second["steps"] >= 5
         assert not (np.abs(first["actions"][:, :3]) < 1e-9).all(axis=1).any(), "no watchdog stop was recorded"
         gaps = second["summary"]["gaps"]
-        assert any(0 <= index <= second["steps"] and 0.45 <= seconds < 2.0 for index, seconds in gaps), gaps
+        # the 0.5 s dropout less the freshness the bridge allows the last readings (the profile's
+        # ee_timeout 0.15 s: robot_state_publisher's /tf is 50 to 67 ms apart)
+        assert any(0 <= index <= second["steps"] and 0.3 <= seconds < 2.0 for index, seconds in gaps), gaps
         steps = first["steps"] + second["steps"]
     from mcap_ros2.reader import read_ros2_messages
 

@@ -23,6 +23,7 @@ from refine_ros.bench import ros_env, wait_for  # noqa: E402
 from refine_ros.bench.faults import Harness, Processes, motion, node_command, profile_parameters  # noqa: E402
 from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
 from refine_ros.robots.arm.tf_buffer import TfBuffer  # noqa: E402
+from refine_ros.robots.registry import get_robot  # noqa: E402
 from refine_ros.wire.messages import pack_vector  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
@@ -38,6 +39,9 @@ class Rig:
         self.robot, self.bridge = robot, bridge
         self.procs = Processes({**ros_env(), "PYTHONUNBUFFERED": "1"}, tmp_path)
         self.procs.start("driver", ["-m", "refine_ros.robots.fake_driver", robot], driver)
+        if bridge.get("command_interface") == "forward_velocity":  # the controller holds its last command
+            self.procs.start("guard", node_command("command_guard"), {"command_type": "joint_velocities"},
+                             node="command_guard")
         self.procs.start("bridge", node_command(BRIDGES[robot]), bridge, node=BRIDGES[robot])
         self.context = Context()
         rclpy.init(context=self.context)
@@ -70,6 +74,9 @@ class Rig:
 
     def ready(self, timeout: float = 60.0) -> None:
         assert _wait(lambda: len(self.observations) > 5, timeout), self.procs.output("bridge")[-1500:]
+        if self.robot == "arm" and str(self.bridge.get("command_interface", "servo_jazzy")).startswith("servo_"):
+            assert _wait(lambda: "takes twist commands" in self.procs.output("bridge"), timeout), \
+                self.procs.output("bridge")[-1500:]
 
     def send(self, values, label: str = "policy", seconds: float = 0.0) -> None:
         """Safe commands at 50 Hz for `seconds` (at least one)."""
@@ -96,7 +103,12 @@ def rig(tmp_path):
     made = []
 
     def make(robot: str, bridge: dict | None = None, driver: dict | None = None) -> Rig:
-        settings = {**profile_parameters(robot, BRIDGES[robot]), **(bridge or {})}
+        # this harness plays the safety node only while a test sends: the bridge's own command
+        # watchdog (test/test_bridge_watchdog.py) is given time between the sends
+        settings = {**profile_parameters(robot, BRIDGES[robot]), "command_timeout": 5.0, **(bridge or {})}
+        if robot == "arm":  # the gripper action the profile's bridge speaks
+            driver = {"gripper_action_type": get_robot("arm").rig.fake_driver_parameters(settings)
+                      ["gripper_action_type"], **(driver or {})}
         made.append(Rig(tmp_path, robot, settings, driver or {}))
         made[-1].ready()
         return made[-1]

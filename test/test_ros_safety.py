@@ -46,7 +46,7 @@ def _limits(profile: str) -> dict:
 pytestmark = pytest.mark.timeout(120)
 
 ARM = _limits("arm_real")
-CAR = _limits("rc_car_real")
+CAR = {**_limits("rc_car_real"), "deadman_button": -1}  # its limits; the F1TENTH dead-man has tests of its own
 ZERO = tuple(ARM["zero"])
 LOWER = np.array(ARM["lower"])
 UPPER = np.array(ARM["upper"])

@@ -26,15 +26,18 @@ from std_srvs.srv import SetBool, Trigger  # noqa: E402
 from refine_core.store.db import RunDatabase  # noqa: E402
 from refine_core.tasks.registry import get_task  # noqa: E402
 from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
-from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER, LEFT_Y, TRIGGER_RIGHT  # noqa: E402
+from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER, LEFT_Y  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 STEPS = 10
 ROBOTS = {
     # profile, the stick held, (action index, its value through the safety node), the
-    # observation feature that must grow while the robot moves and by how much
-    "arm": ("arm_real", {LEFT_Y: 0.6}, (1, 0.6), ("features", 1, 0.03)),  # forward: the tool's y, m
-    "car": ("rc_car_real", {TRIGGER_RIGHT: -0.3}, (1, 0.3), ("indicators", 0, 0.02)),  # gas: the speed
+    # observation feature that must grow while the robot moves and by how much, the teleop's
+    # dead-man, the buttons held while the policy drives
+    "arm": ("arm_real", {LEFT_Y: 0.6}, (1, 0.6), ("features", 1, 0.03), BUTTON_LEFT_SHOULDER, {}),  # the tool's y, m
+    # F1TENTH's pad (joy_node, an F710 in D mode): left stick forward is gas, RB the dead-man of
+    # both teleop and autonomy (without it /drive never reaches the VESC)
+    "car": ("rc_car_real", {LEFT_Y: 0.3}, (1, 0.3), ("indicators", 0, 0.02), 5, {5: 1}),  # gas: the speed
 }
 
 
@@ -50,7 +53,7 @@ def _up(profile: str, run_dir, *extra: str) -> subprocess.Popen:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("robot", list(ROBOTS))
 def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
-    profile, stick, (axis, value), (inputs, feature, growth) = ROBOTS[robot]
+    profile, stick, (axis, value), (inputs, feature, growth), deadman, autonomy = ROBOTS[robot]
     pad, operator = FakeGamepad(context), DemoStatus(context)
     confirm = operator.create_client(Trigger, "safety/confirm_episode")
     spinner = NodeSpinner([pad, operator], context).start()
@@ -66,7 +69,7 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
             time.sleep(0.2)
         time.sleep(0.5)
         for _take in range(4):  # a take the recorder refuses (a sensor paused) is recorded again
-            pad.hold(axes={i: 0.0 for i in stick}, buttons={BUTTON_LEFT_SHOULDER: 0})
+            pad.hold(axes={i: 0.0 for i in stick}, buttons={deadman: 0})
             deadline = time.monotonic() + 120.0
             while True:  # the twin's first observations (and their columns) take a moment
                 started = call(operator.start, Trigger.Request(), timeout=120.0)
@@ -76,7 +79,7 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
             assert started.success, started.message
             # the stick only now, so the take begins at rest: held while the graph came up, it
             # would have driven the robot before the take
-            pad.hold(axes=stick, buttons={BUTTON_LEFT_SHOULDER: 1})
+            pad.hold(axes=stick, buttons={deadman: 1})
             time.sleep(2.0)
             stopped = call(operator.stop, Trigger.Request())
             if stopped.success:
@@ -96,7 +99,7 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
         assert seen.max() > seen[0] + growth, "the twin moved with the stick"
 
         # 2. a refinement round and its live episodes on the twin, each confirmed by the operator
-        pad.hold(axes={}, buttons={})
+        pad.hold(axes={i: 0.0 for i in stick}, buttons={deadman: 0, **autonomy})
         refine = _up(profile, run_dir, "--max-rounds", "1", "--diagnostic-episodes", "1", "--max-steps", str(STEPS))
         procs.append(refine)
         assert confirm.wait_for_service(timeout_sec=120.0), "the safety node never came up"

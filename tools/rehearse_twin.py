@@ -32,8 +32,7 @@ from pathlib import Path
 
 from refine_ros.bench.faults import Harness as FaultHarness
 from refine_ros.robots.registry import get_robot, robot_names
-from refine_ros.teleop.maps import AXES
-from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER as DEADMAN
+from refine_ros.teleop.maps import AXES, BUTTON_LEFT_SHOULDER
 
 
 def rehearsal(robot: str) -> tuple[str, str, dict[int, float], str]:
@@ -42,6 +41,16 @@ def rehearsal(robot: str) -> tuple[str, str, dict[int, float], str]:
     described = get_robot(robot)
     stick = {AXES[axis]: value for axis, value in described.take_stick.items()}
     return described.profile, described.twin, stick, described.task
+
+
+def pad_buttons(robot: str) -> tuple[int, dict[int, int]]:
+    """The teleop's dead-man (the record profile's joy_teleop enable_button) and the buttons
+    held while the policy drives (the descriptor's twin_pad: F1TENTH's RB)."""
+    from refine_ros.bringup import resolve_profile
+
+    described = get_robot(robot)
+    teleop = resolve_profile(described.record_profile, check_modules=False).node("joy_teleop").parameters
+    return int(teleop.get("enable_button", BUTTON_LEFT_SHOULDER)), dict(described.twin_pad)
 
 
 def _up(profile: str, run_dir: Path, log: Path, *extra: str) -> subprocess.Popen:
@@ -55,7 +64,8 @@ def _up(profile: str, run_dir: Path, log: Path, *extra: str) -> subprocess.Popen
 class Operator:
     """The gamepad and the person at the robot, as one rclpy node spun on a thread."""
 
-    def __init__(self, twin: str) -> None:
+    def __init__(self, twin: str, deadman: int = BUTTON_LEFT_SHOULDER, autonomy: dict[int, int] | None = None) -> None:
+        self.deadman, self.autonomy = deadman, dict(autonomy or {})
         import rclpy
         from rclpy.node import Node
         from sensor_msgs.msg import Joy
@@ -101,7 +111,13 @@ class Operator:
     def hold(self, stick: dict[int, float]) -> None:
         with self.lock:
             self.axes = [stick.get(i, 0.0) for i in range(6)]
-            self.buttons = [1 if (i == DEADMAN and stick) else 0 for i in range(15)]
+            self.buttons = [1 if (i == self.deadman and stick) else 0 for i in range(15)]
+
+    def drive_autonomously(self) -> None:
+        """Hold the buttons the policy needs (F1TENTH's RB) and nothing else."""
+        with self.lock:
+            self.axes = [0.0] * 6
+            self.buttons = [self.autonomy.get(i, 0) for i in range(15)]
 
     call = FaultHarness.call  # a service call answered while the spinner thread spins
 
@@ -204,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     profile, twin, stick, task = rehearsal(args.robot)
     args.run.mkdir(parents=True, exist_ok=True)
-    op = Operator(twin)
+    op = Operator(twin, *pad_buttons(args.robot))
     t0 = time.monotonic()
     procs: list[subprocess.Popen] = []
     try:
@@ -221,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         t_recorded = time.monotonic()
         caps = [*(("--diagnostic-episodes", str(args.episodes)) if args.episodes is not None else ()),
                 *(("--max-steps", str(args.max_steps)) if args.max_steps is not None else ())]
+        op.drive_autonomously()
         refine = _up(profile, args.run, args.run / "refine.log", "--max-rounds", str(args.rounds), *caps)
         procs.append(refine)
         confirm_episodes(op, refine, timeout=3600.0)

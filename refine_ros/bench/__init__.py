@@ -255,8 +255,9 @@ def bench_ros(quick: bool = False, progress: bool = True) -> dict[str, object]:
     """Every ROS figure of `refine bench --json`: the logger's lossless rate here, the action
     latency with the learner in the loop (refine_ros.bench.latency), the car graph's control rate
     with every node its own process and in one process, side by side (refine_ros.bench.graph),
-    losses and watchdog trips of the live arm graph under load (refine_ros.bench.robot), and the
-    fault matrix: faults x robots, unsafe commands at the driver (refine_ros.bench.faults).
+    losses and watchdog trips of the live arm graph under load (refine_ros.bench.robot), the
+    fault matrix: faults x robots, unsafe commands at the driver (refine_ros.bench.faults), and
+    its process-death cells on the twins (refine_ros.bench.process_death).
     `quick`: each at its smallest size (`refine bench --quick`), figures meaningless; the fault
     matrix then runs one fault per robot."""
     if quick:
@@ -273,6 +274,11 @@ def bench_ros(quick: bool = False, progress: bool = True) -> dict[str, object]:
                    else bench_graph(progress=progress))
     results.update(bench_robot(episodes=2, steps=30, timeout_s=300) if quick else bench_robot())
     results.update(bench_faults(faults=("estop",), progress=False) if quick else bench_faults(progress=progress))
+    from refine_ros.bench.process_death import bench_process_death
+
+    # process deaths on the twins: SIGKILL / SIGSTOP of the safety node, the bridge, the learner
+    results.update(bench_process_death(faults=("sigkill_bridge",), paths=("servo_jazzy", "ackermann"),
+                                       progress=False) if quick else bench_process_death(progress=progress))
     return results
 
 

@@ -320,8 +320,9 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
     described = get_robot(robot)
     safety = {**profile_parameters(robot, "safety_node"), "dry_run": False}
     bridge = profile_parameters(robot, described.bridge)
-    if fault == "deadman_release":
+    if fault == "deadman_release" and int(safety.get("deadman_button", -1)) < 0:
         safety["deadman_button"] = DEADMAN_BUTTON
+    held = int(safety.get("deadman_button", -1)) >= 0  # the operator holds the autonomy dead-man (F1TENTH's RB)
     if fault == "estop_heartbeat":
         safety["estop_timeout"] = ESTOP_HEARTBEAT_S
     procs = Processes(env, workdir)
@@ -341,7 +342,7 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
         if estop_button is not None and not _wait_for(lambda: estop_button.pub.get_subscription_count() > 0, startup_s):
             raise RuntimeError("the safety node never subscribed to the e-stop heartbeat")
         policy = Policy(harness, described.moving_action)
-        if fault == "deadman_release":
+        if held:
             policy.joy = True
         time.sleep(0.3)
         for _attempt in range(3):

@@ -95,6 +95,12 @@ class Harness:
         self.confirm_client = node.create_client(Trigger, "safety/confirm_episode")
         self.silence_client = node.create_client(SetBool, f"{described.twin}/silence_{described.twin_heartbeat}")
         self.Trigger, self.SetBool = Trigger, SetBool
+        if described.twin_pad:  # the operator holds the autonomy dead-man (F1TENTH's RB), as at the car
+            from sensor_msgs.msg import Joy
+
+            pad = node.create_publisher(Joy, "/joy", qos.SENSOR)
+            buttons = [described.twin_pad.get(i, 0) for i in range(12)]
+            node.create_timer(0.05, lambda: pad.publish(Joy(axes=[0.0] * 6, buttons=list(buttons))))
 
     # -- the learner -----------------------------------------------------------------------
     def action(self, values: np.ndarray) -> tuple[float, ...]:

@@ -36,6 +36,7 @@ from refine_ros.bringup.plan import (
     LaunchPlan,
     PlannedNode,
     find_executable,
+    last_error_line,
     launch_plan,
     missing_imports,
     script_interpreter,
@@ -60,6 +61,6 @@ __all__ = [
     "PACKAGE", "REAL_ROBOT_STATE_PUBLISHER", "LaunchArgument", "LaunchCheckError", "LaunchPlan", "NodeSpec",
     "PlannedNode", "Profile", "ProfileError", "all_launch_arguments", "coerce", "config_dir", "dds_environment",
     "driver_nodes",
-    "find_executable", "launch_arguments", "launch_options", "launch_overrides", "launch_plan", "missing_imports",
+    "find_executable", "last_error_line", "launch_arguments", "launch_options", "launch_overrides", "launch_plan", "missing_imports",
     "profile_names", "resolve_profile", "script_interpreter", "share_dirs",
 ]

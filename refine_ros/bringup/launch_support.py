@@ -15,7 +15,7 @@ from launch.actions import (
     OpaqueFunction,
     RegisterEventHandler,
 )
-from launch.event_handlers import OnProcessExit
+from launch.event_handlers import OnProcessExit, OnProcessIO
 from launch.events import Shutdown
 from launch.launch_description import LaunchDescription
 from launch.logging import get_logger
@@ -27,15 +27,32 @@ from refine_ros import bringup
 FINISHED = bringup.LaunchPlan.FINISHED
 
 
-def _end_launch(event, context, reason: str) -> list:
+class LaunchFailed(RuntimeError):
+    """Raised from an exit handler: launch then logs the message as one error line, shuts every
+    process down and `ros2 launch` exits with status 1 (a Shutdown event alone exits 0)."""
+
+
+def _end_launch(event, context, name: str, reason: str, plan, errors: dict[str, str]) -> list:
     """Shut the launch down, unless it is already shutting down. A node that exits cleanly
-    was told to (Ctrl-C reaches the nodes and launch at once), so only a failure is reported."""
+    was told to (Ctrl-C reaches the nodes and launch at once), so only a failure is reported,
+    and a failure (`LaunchPlan.failure`: the finishing node exiting non-zero, or another node
+    ending the run early) fails the launch with that node's own last error line."""
     if context.is_shutdown:
         return []
+    failure = plan.failure(name, event.returncode, errors.get(name, ""))
+    if failure is not None:
+        raise LaunchFailed(failure)
     actions = [EmitEvent(event=Shutdown(reason=reason))]
     if event.returncode != 0 or reason.endswith(FINISHED):
         actions.insert(0, LogInfo(msg=f"[refine_ros] {reason} (exit code {event.returncode}): ending the launch"))
     return actions
+
+
+def _note_errors(event, errors: dict[str, str], name: str) -> None:
+    """Keep a node's last ERROR / FATAL log line: the reason a failed launch reports."""
+    line = bringup.last_error_line(event.text.decode(errors="replace").splitlines())
+    if line:
+        errors[name] = line
 
 
 def _profile_nodes(context, profile: str | None):
@@ -52,6 +69,7 @@ def _profile_nodes(context, profile: str | None):
         logger.warning(warning)
     environment = bringup.dds_environment(os.environ)  # as `refine up` does
     actions: list = []
+    errors: dict[str, str] = {}
     for planned in plan.nodes:
         node = Node(
             executable=str(planned.executable),  # found and checked by bringup.launch_plan
@@ -65,8 +83,14 @@ def _profile_nodes(context, profile: str | None):
         actions.append(node)
         reason = plan.exit_reason(planned.name)  # None: closing RViz, say, does not end a run
         if reason is not None:
+            actions.append(RegisterEventHandler(OnProcessIO(
+                target_action=node,
+                on_stdout=lambda event, who=planned.name: _note_errors(event, errors, who),
+                on_stderr=lambda event, who=planned.name: _note_errors(event, errors, who))))
             actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=lambda event, context, why=reason: _end_launch(event, context, why))))
+                target_action=node,
+                on_exit=lambda event, context, who=planned.name, why=reason: _end_launch(event, context, who, why, plan,
+                                                                                         errors))))
     if plan.keep_alive:
         logger.info("keep_alive:=true: the nodes keep running after the run ends; Ctrl-C stops them")
     return actions

@@ -81,6 +81,32 @@ class LaunchPlan:
             return None
         return f"{name} exited before the run was over"
 
+    def failure(self, name: str, returncode: int | None, last_error: str = "") -> str | None:
+        """The one line a launch that ends because node `name` exited (`exit_reason`) fails
+        with, or None when that exit is the run's normal end (the finishing node exiting 0).
+        `last_error` is the node's last error line (its own reason, e.g. why it refused to
+        start). `ros2 launch` and `refine up --processes` exit non-zero with it."""
+        if self.exit_reason(name) is None:
+            return None
+        if name == self.ends_with and returncode == 0:
+            return None
+        what = (f"{name} failed (exit code {returncode})" if name == self.ends_with
+                else f"{name} exited before the run was over (exit code {returncode})")
+        return f"{what}: {last_error}" if last_error else what
+
+
+ERROR_MARKS = ("[ERROR]", "[FATAL]")
+
+
+def last_error_line(lines) -> str:
+    """The message of the last ROS log line at ERROR or FATAL among `lines` (the text after the
+    logger's `]: `), '' when there is none: the reason a node gives for failing."""
+    for line in reversed(list(lines)):
+        if any(mark in line for mark in ERROR_MARKS):
+            _, sep, message = line.partition("]: ")
+            return (message if sep else line).strip()
+    return ""
+
 
 class LaunchCheckError(ProfileError):
     """A launch that must not start: a required executable is missing or its interpreter

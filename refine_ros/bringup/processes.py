@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from refine_ros.bringup import LaunchPlan, PlannedNode, dds_environment
+from refine_ros.bringup import LaunchPlan, PlannedNode, dds_environment, last_error_line
 from refine_ros.nodes.registry import PACKAGE
 
 STOP_TIMEOUT_S = 5.0
@@ -54,6 +54,10 @@ class NodeProcess:
 
     def output(self) -> str:
         return "\n".join(self.tail)
+
+    def last_error(self) -> str:
+        """The message of the last ERROR / FATAL line it printed ('' if none): its own reason."""
+        return last_error_line(self.tail)
 
 
 def die_with_parent() -> None:

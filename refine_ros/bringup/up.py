@@ -15,9 +15,12 @@ Why it is built this way:
   with the simulator and the logger. Python hands the GIL over every 5 ms by default, which
   showed up as a 7-8 ms p99 in the control callback alone; `refine up` lowers the switch
   interval to 1 ms while it runs (p99 about 4 ms in the same measurement).
-- The process ends when the analysis node publishes its stop (exit 0), after `timeout_s`
-  (exit 1: the run did not finish) or on Ctrl-C (exit 130); every node is destroyed in
-  reverse start order, so the logger flushes its open batch before the context goes away.
+- The process ends when the analysis node publishes its stop (exit 0, or 1 with the node's
+  one-line reason when the run failed), after `timeout_s` (exit 1: the run did not finish) or
+  on Ctrl-C (exit 130); every node is destroyed in reverse start order, so the logger flushes
+  its open batch before the context goes away. With `--processes` a node that ends the run
+  early, or an analysis node that exits non-zero, makes the exit 1 with that node's last error
+  line, as `ros2 launch` does.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from refine_ros.bringup import NodeSpec, Profile, ProfileError, dds_environment,
 from refine_ros.bringup.spin import EXECUTORS, NodeSpinner, make_executor  # noqa: F401 - make_executor: bench_latency
 
 EXIT_STOPPED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_FAILED = 1
+"""The run failed (the analysis node says why): scripts see a non-zero status."""
 SWITCH_INTERVAL_S = 0.001
 
 
@@ -221,10 +226,37 @@ def start_nodes(profile: Profile, context) -> list[Any]:
     return nodes
 
 
+def guard_needs_its_own_process(profile: Profile) -> str | None:
+    """Why this profile must not run live in one process: its bridge commands a stack that
+    holds the last command by itself (a command path of the robot's descriptor with no stack
+    timeout, e.g. a forward velocity controller), whose only safeguard, the command guard, has
+    to outlive the bridge. None when one process is fine."""
+    from refine_ros.robots.registry import robots
+
+    nodes = {spec.name: spec.parameters for spec in profile.nodes}
+    if not any(spec.name == "safety_node" and spec.parameters.get("dry_run") is False for spec in profile.nodes):
+        return None  # a dry run sends the robot nothing
+    for robot in robots().values():
+        bridge = nodes.get(robot.bridge)
+        if bridge is None:
+            continue
+        for name, path in robot.command_paths.items():
+            keys = {k: v for k, v in path.bridge.items() if isinstance(v, str)}
+            if path.stack_timeout is None and keys and all(bridge.get(k) == v for k, v in keys.items()):
+                return (f"{robot.bridge} commands a stack that holds its last command ({name}: {path.stack}); "
+                        "the command guard must outlive the bridge, so run it with --processes (or ros2 launch), "
+                        "not in one process")
+    return None
+
+
 def run_profile(profile: str, options: UpOptions) -> int:
     """Run the profile's nodes until the analysis node stops the run (a record_demo profile: until
     the demonstration is saved); returns the exit code."""
     resolved = plan_profile(profile, options)
+    if not options.processes:
+        why = guard_needs_its_own_process(resolved)
+        if why is not None:
+            raise ProfileError(why)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     if options.processes:
         return _run_processes(resolved, options)
@@ -247,11 +279,13 @@ def _run_processes(resolved: Profile, options: UpOptions) -> int:
         if outcome == "timeout":
             print(f"[refine] timeout after {options.timeout_s:g} s; the run did not finish", flush=True)
             code = EXIT_TIMEOUT
-        elif outcome.startswith("crashed:"):
-            name = outcome.split(":", 1)[1]
-            print(f"[refine] {name} exited before the run finished (exit code {graph.node(name).returncode})",
-                  flush=True)
-            code = EXIT_TIMEOUT
+        else:
+            name = outcome.split(":", 1)[1] if outcome.startswith("crashed:") else graph.plan.ends_with
+            node = graph.node(name) if name else None
+            failure = None if node is None else graph.plan.failure(name, node.returncode, node.last_error())
+            if failure is not None:
+                print(f"[refine] {failure}", flush=True)
+                code = EXIT_FAILED
     except KeyboardInterrupt:
         print("[refine] interrupted", flush=True)
         code = EXIT_INTERRUPTED
@@ -274,7 +308,9 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
     code = EXIT_STOPPED
     try:
         nodes = start_nodes(resolved, context)
-        spinner = NodeSpinner(nodes, context)  # stops its threads before any node is destroyed
+        # a node's companions (a twin's MoveIt Servo) spin beside it; it destroys them itself
+        companions = [c for n in nodes for c in getattr(n, "companion_nodes", ())]
+        spinner = NodeSpinner([*nodes, *companions], context)  # stops its threads before any node is destroyed
         spinner.start()
         analysis = next((n for n in nodes if n.get_name() == "analysis_node"), None)
         recorder = next((n for n in nodes if n.get_name() == "demo_recorder"), None)
@@ -306,6 +342,8 @@ def _run(profile: str, resolved: Profile, options: UpOptions) -> int:
             bar.close()
         if analysis is not None and analysis.finished.is_set():
             print(_summary(analysis), flush=True)
+            if analysis.failed and code == EXIT_STOPPED:
+                code = EXIT_FAILED
         if recorder is not None and recorder.finished.is_set():
             print(f"[refine] {recorder.outcome}", flush=True)
     except KeyboardInterrupt:
@@ -333,7 +371,7 @@ def _param(profile: Profile, node: str, name: str, default: Any) -> Any:
 def _summary(analysis: Any) -> str:
     result = analysis.result
     if result is None:
-        return f"[refine] the run ended without a result: {analysis.stop_reason}"
+        return f"[refine] the run {'failed' if analysis.failed else 'ended without a result'}: {analysis.stop_reason}"
     best = result.best
     lines = [f"[refine] run {result.run_id}: {len(result.rounds)} round(s); {analysis.stop_reason}"]
     if best is not None:

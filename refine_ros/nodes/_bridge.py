@@ -6,8 +6,19 @@ hold even when the safety node is gone live here too.
   the bridge's own stop, zero motion in the robot's command interface, whatever the values.
 - The bridge sends that stop by itself when the node shuts down (SIGINT, SIGTERM, launch
   ending), when its driver goes silent for `driver_timeout` (and every control tick after,
-  until it is back), and while `refine/estop` is asserted; once it has sent the driver anything
-  at all (in a dry run nothing reaches the robot, not even a stop).
+  until it is back), while `refine/estop` is asserted, and when no safe command arrived for
+  `command_timeout` (its own command watchdog: the safety node killed, hung or cut off; the
+  safety node publishes every watchdog period while it lives, so silence means it is gone), on
+  every control tick until safe commands are back; once it has sent the driver anything at all
+  (in a dry run nothing reaches the robot, not even a stop).
+- After its command watchdog stopped the robot the bridge says so on `refine/bridge_stop` (the
+  safety node then revokes the episode's confirmation: the robot was stopped), and passes no
+  moving command until the safety node has sent a stop since: a safety node that was only
+  frozen (SIGSTOP, a hung interpreter) and resumes with a still-confirmed episode cannot move
+  the robot before it has heard of the stop.
+- A driver that has not spoken yet is not a lost one: for `startup_grace` s after the bridge
+  starts it waits without an error (nothing moves meanwhile: without feedback there are no
+  observations, so the safety node only sends stops, and the bridge halts any command).
 - For every safe command it publishes what became of it on `refine/command_result`, a counted
   vector [halted, rejected] with the command's counters: halted 1 when a stop went out instead
   of the policy's command, rejected 1 when the driver refused it (MoveIt Servo halted). The
@@ -31,7 +42,14 @@ from refine_ros.wire.messages import pack_vector, unpack_json, vector_label
 
 SHUTDOWN_ACK_S = 0.5
 """How long a bridge that shuts down waits for its driver to acknowledge the stop."""
+COMMAND_TIMEOUT_S = 0.1
+"""Default of the bridge's command watchdog: the safety node publishes every watchdog period
+(10 ms on the arm, 20 ms on the car), so 0.1 s is several periods; MoveIt Servo's own
+incoming_command_timeout is the same 0.1 s."""
+STARTUP_GRACE_S = 10.0
+"""Default time a bridge waits for its driver's first feedback before calling it lost."""
 RESULT_TOPIC = "refine/command_result"
+BRIDGE_STOP_TOPIC = "refine/bridge_stop"
 
 
 class BridgeNode(Node):
@@ -52,10 +70,21 @@ class BridgeNode(Node):
         """The driver got a command from this bridge: from then on its own stops go out too."""
         self._driver_seen: float | None = None
         self._started = False
+        self._last_safe: float | None = None
+        self.commands_lost = False
+        """The safety node's commands stopped: the bridge's watchdog holds the robot stopped."""
+        self.watchdog_stops = 0
+        self._waiting_said = False
+        self._await_stop = False
+        """The watchdog stopped the robot: no moving command until the safety node sent a stop."""
 
-    def _start_bridge(self, driver_timeout: float) -> None:
+    def _start_bridge(self, driver_timeout: float, command_timeout: float = COMMAND_TIMEOUT_S,
+                      startup_grace: float = STARTUP_GRACE_S) -> None:
         self.driver_timeout = driver_timeout
+        self.command_timeout, self.startup_grace = command_timeout, startup_grace
+        self._start_time = self._now()
         self._result_pub = self.create_publisher(Float64MultiArray, RESULT_TOPIC, qos.CONTROL)
+        self._bridge_stop_pub = self.create_publisher(String, BRIDGE_STOP_TOPIC, qos.STATE)
         self.create_subscription(Float64MultiArray, "refine/safe_action", self._on_safe_action, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
@@ -99,9 +128,15 @@ class BridgeNode(Node):
             return "estop"
         if self.driver_lost:
             return "driver lost"
+        if self._driver_seen is None:
+            return "driver not heard yet"
         return None
 
     def _on_safe_action(self, msg: Float64MultiArray) -> None:
+        self._last_safe = self._now()
+        if self.commands_lost:
+            self.commands_lost = False
+            self.get_logger().warning("safe commands are back; motion resumes once the safety node allows it")
         try:
             episode, step, values = parse_command(msg.layout.data_offset, msg.data, self.axes)
         except InvalidCommand as exc:
@@ -110,7 +145,12 @@ class BridgeNode(Node):
             self._stop()
             return
         label = vector_label(msg)
-        if self.halt_reason(label) is not None:
+        if stop_label(label):
+            self._await_stop = False  # the safety node knows the robot is stopped
+        elif self._await_stop:
+            self.get_logger().warning("a moving command before the safety node acknowledged the watchdog's stop: "
+                                      "held", throttle_duration_sec=1.0)
+        if self.halt_reason(label) is not None or self._await_stop:
             self._stop()
             result = (1.0, 0.0)
         else:
@@ -135,13 +175,40 @@ class BridgeNode(Node):
             self.driver_lost = False
             self.get_logger().warning("driver feedback is back; motion resumes once the safety node allows it")
 
+    def check_commands(self, now: float) -> bool:
+        """The bridge's own command watchdog (called every control tick, by `check_driver`):
+        False, and the stop sent, while no safe command came for `command_timeout` after the
+        driver was sent anything."""
+        if not self.commanded or self._last_safe is None or now - self._last_safe <= self.command_timeout:
+            return True
+        if not self.commands_lost:
+            self.commands_lost = self._await_stop = True
+            self.get_logger().error(f"no safe command for {self.command_timeout:.3f} s (the safety node is gone or "
+                                    "hung): the bridge stops the robot itself")
+            self._bridge_stop_pub.publish(String(data=f"no safe command for {self.command_timeout:.3f} s"))
+        self._stop()
+        self.watchdog_stops += 1
+        return False
+
     def check_driver(self, now: float) -> bool:
-        """Called every control tick: False (and a stop sent) while the driver is silent."""
+        """Called every control tick: False (and a stop sent) while the driver is silent; also
+        runs the command watchdog (`check_commands`)."""
+        self.check_commands(now)
         if self._driver_seen is not None and now - self._driver_seen <= self.driver_timeout:
             return True
+        if self._driver_seen is None and now - self._start_time <= self.startup_grace:
+            if not self._waiting_said:
+                self._waiting_said = True
+                self.get_logger().info(f"waiting for the driver's first feedback (up to {self.startup_grace:g} s "
+                                       "before it counts as lost)")
+            return False
         if not self.driver_lost:
             self.driver_lost = True
-            self.get_logger().error(f"no driver feedback for {self.driver_timeout:.3f} s: stopping the robot")
+            if self._driver_seen is None:
+                self.get_logger().error(f"no driver feedback in the {self.startup_grace:g} s since the bridge "
+                                        "started: is the driver running? stopping the robot")
+            else:
+                self.get_logger().error(f"no driver feedback for {self.driver_timeout:.3f} s: stopping the robot")
         self._own_stop()
         return False
 

@@ -53,9 +53,12 @@ def _stop_on_signal(signum: int, _frame) -> None:
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              *, until: Callable[[Node], bool] | None = None, linger: float = 0.0,
-             executor: Callable[[], Executor] = SingleThreadedExecutor) -> None:
+             executor: Callable[[], Executor] = SingleThreadedExecutor,
+             exit_code: Callable[[Node], int] | None = None) -> None:
     """Spin the node `factory()` builds until a signal (or until `until(node)` is true, then
-    `linger` seconds more, so that what the node published last still reaches late readers)."""
+    `linger` seconds more, so that what the node published last still reaches late readers).
+    `exit_code(node)`, read after the node is destroyed, is the process's exit status (a node
+    whose work failed says so to `ros2 launch` and to scripts)."""
     handles_signals = threading.current_thread() is threading.main_thread()  # (tests spin nodes in threads)
     if handles_signals:
         # `kill -USR1 <pid>` prints every thread's stack: where a node that will not stop is stuck
@@ -64,6 +67,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
         previous = signal.signal(signal.SIGINT, _stop_on_signal), signal.signal(signal.SIGTERM, _stop_on_signal)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = spinner = refused = None
+    status = 0
     try:
         spinner = executor()  # first: a Ctrl-C must not land in its constructor
         try:
@@ -73,6 +77,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
             rclpy.logging.get_logger(getattr(factory, "__name__", "node")).fatal(str(exc))
             return
         spinner.add_node(node)
+        for companion in getattr(node, "companion_nodes", ()):  # a twin's stand-in for another node (Servo)
+            spinner.add_node(companion)
         # The imports (torch, MuJoCo, ...) leave a large heap; a full garbage collection over it
         # held a node up for 100-250 ms. Frozen, it is never scanned again, so the control path's
         # collections only look at what the node makes from now on.
@@ -92,9 +98,13 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
             spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
         if node is not None:
             node.destroy_node()
+            if exit_code is not None:
+                status = int(exit_code(node))
         rclpy.try_shutdown()
         if handles_signals:
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
         if refused is not None:
             raise SystemExit(EXIT_REFUSED)
+        if status:
+            raise SystemExit(status)

@@ -9,7 +9,11 @@ Why it is built this way:
   executor that delivers the learner's answers. The executor only queues; the worker waits.
 - When the method is over the node says so on `refine/run_status` (a latched, typed
   `refine_ros_interfaces/RunStatus`, also published at start and after every round) and its process
-  ends, so `ros2 launch` can end the whole launch (see the launch files' `keep_alive`).
+  ends, so `ros2 launch` can end the whole launch (see the launch files' `keep_alive`). A run
+  that failed ends the process with exit status 1 (`EXIT_FAILED`) and its reason as the last
+  error line, so the launch, `refine up` and a script can tell it from a finished run.
+- A foreseeable mistake of the operator (no demonstration recorded yet) is one error line that
+  says what to run, never a traceback; a traceback is kept for what is a bug.
 
 Topics: docs/ROS_INTERFACES.md; the request/answer shapes: `refine_ros.wire.protocol`.
 """
@@ -33,6 +37,7 @@ from refine_core.loop import (
     refine,
     resolve_defaults,
 )
+from refine_core.rollout.demo import DemonstrationError
 from refine_core.run_setup import (
     recorded_settings,
     recorded_start,
@@ -45,12 +50,15 @@ from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 from refine_ros.loop.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
+from refine_ros.teleop.recording import how_to_record
 from refine_ros.wire import protocol, qos
 from refine_ros_interfaces.msg import RunStatus
 
 _DEFAULT = RefineConfig()  # the method's defaults live in refine_core, once
 SHUTDOWN_WAIT_S = 2.0
 """How long destroy_node waits for the method's thread (`ros2 launch` escalates after 5 s)."""
+EXIT_FAILED = 1
+"""The process's exit status when the run failed (0: it finished)."""
 
 # A setting of the method is named as its RefineConfig field (and so as its `refine run` flag);
 # the older names still work, with a warning (test/test_node_registry.py checks the names).
@@ -95,6 +103,8 @@ PARAMETERS: dict[str, Param] = {
                        "simulator (0 = none; refused with demonstration=recorded)", (0, 1_000_000)),
     "sandbox_timeout_s": Param(_DEFAULT.sandbox_timeout_s, "seconds one diagnostics script may run", (1.0, 86400.0),
                                aliases=("sandbox_timeout",)),
+    "robot": Param("", "the robot profile this run drives ('' = a simulator): a run without its demonstration "
+                   "says how to record one on it"),
     "flush_timeout": Param(30.0, "seconds to wait for the logger to commit a round's episodes", (0.0, 3600.0)),
 }
 
@@ -155,6 +165,9 @@ class AnalysisNode(Node):
         self.rounds_done = 0
         """Rounds committed by this node's run so far (progress for `refine up`)."""
         self.stop_reason = ""
+        self.failed = False
+        """The run ended without finishing: the process exits with EXIT_FAILED."""
+        self.robot = str(p["robot"]).strip()
         self.link = LearnerLink(self, self.closing)
         self.get_logger().info(f"{describe_analyst(self.analyst)} Task {self.task.spec.name}, description "
                                f"{self.task.spec.description_variant}, run directory {self.run_dir}")
@@ -174,19 +187,31 @@ class AnalysisNode(Node):
                                  resume=True, on_round=self._on_round, start=self.start)
             self.stop_reason = self.result.stop_reason
             self._record_replay(db)
+        except DemonstrationError as exc:  # the operator has not recorded one yet: say what to run
+            how = f": {how_to_record(self.robot, self.run_dir)}" if self.robot else ""
+            self._fail(f"{exc}{how}", db)
         except GraphError as exc:
-            self.stop_reason = f"the node graph could not continue: {exc}"
-            self._record_failure(db)
+            if self.closing.is_set():  # shut down (Ctrl-C, the launch ending): interrupted, not failed
+                self.stop_reason = f"interrupted: {exc}"
+                self._record_failure(db)
+            else:
+                self._fail(f"the node graph could not continue: {exc}", db)
         except Exception as exc:  # a broken run is reported and recorded, never a hang
             self.get_logger().error(f"the refinement run failed:\n{traceback.format_exc()}")
-            self.stop_reason = f"analysis node failed: {type(exc).__name__}: {exc}"
-            self._record_failure(db)
+            self._fail(f"analysis node failed: {type(exc).__name__}: {exc}", db)
         finally:
             if db is not None:
                 db.close()
-            self.get_logger().info(f"stopped: {self.stop_reason}")
+            if self.failed:
+                self.get_logger().error(f"the run failed: {self.stop_reason}")
+            else:
+                self.get_logger().info(f"stopped: {self.stop_reason}")
             self._publish_status(RunStatus.FINISHED)
             self.finished.set()
+
+    def _fail(self, reason: str, db: RunDatabase | None) -> None:
+        self.failed, self.stop_reason = True, reason
+        self._record_failure(db)
 
     def _record_replay(self, db: RunDatabase) -> None:
         """How a replay went (divergences from the recording), in the run's events."""
@@ -234,8 +259,10 @@ class AnalysisNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Runs until the method is over, then lingers briefly so the latched status reaches late
-    readers before this process (and its transient-local history) goes away."""
-    run_node(AnalysisNode, args, until=lambda node: node.finished.is_set(), linger=2.0)
+    readers before this process (and its transient-local history) goes away; exits with
+    EXIT_FAILED when the run failed."""
+    run_node(AnalysisNode, args, until=lambda node: node.finished.is_set(), linger=2.0,
+             exit_code=lambda node: EXIT_FAILED if node.failed else 0)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.loop.round_driver import RoundDriver
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
+from refine_ros.teleop.recording import how_to_record
 from refine_ros.wire import protocol, qos
 from refine_ros.wire.adapters import observation_from_values
 from refine_ros.wire.messages import pack_json, pack_step, pack_vector, unpack_vector
@@ -155,9 +156,7 @@ class LearnerNode(Node):
     def _require_demonstration(self, source: str) -> None:
         """A robot is only ever fitted to a demonstration recorded on it: without one in the run
         directory the learner does not start, and says how to record one."""
-        how = (f"record one first: refine up {self.robot}_record_demo --run {self.run_dir} --live (or ros2 launch "
-               f"refine_ros {self.robot}_record_demo.launch.py run_dir:={self.run_dir} dry_run:=false), drive it "
-               "on refine/teleop_action, then call demo/start, demo/stop and demo/keep")
+        how = f"record one first: {how_to_record(self.robot, self.run_dir)}"
         try:
             with RunDatabase(self.run_dir, create=False) as db:
                 run = db.latest_run()

@@ -17,7 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import Joy
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from refine_ros.nodes._main import run_node
@@ -89,6 +89,7 @@ _LEVEL = {
     "deadman": DiagnosticStatus.WARN,
     "estop": DiagnosticStatus.ERROR,
     "shutdown": DiagnosticStatus.WARN,
+    "bridge": DiagnosticStatus.WARN,
 }
 
 
@@ -110,6 +111,8 @@ class SafetyNode(Node):
         self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(Step, "refine/observation", self._on_observation, qos.STATE)
+        # the bridge stopped the robot on its own (its command watchdog: this node was silent)
+        self.create_subscription(String, "refine/bridge_stop", self._on_bridge_stop, qos.STATE)
         self._deadman_button = int(self.get_parameter("deadman_button").value)
         if self._deadman_button >= 0:
             self.create_subscription(Joy, str(self.get_parameter("deadman_topic").value), self._on_joy, qos.SENSOR)
@@ -177,6 +180,12 @@ class SafetyNode(Node):
         except NotCounted:
             return
         self.filter.on_observation(observation.values, self._now())
+
+    def _on_bridge_stop(self, msg: String) -> None:
+        """The robot was stopped without this node (frozen, or its commands lost): a stop like
+        any other, so the episode's confirmation is revoked and a human looks first."""
+        self.get_logger().warning(f"the bridge stopped the robot itself ({msg.data}): confirm the episode again")
+        self._send(self.filter.stop_now("bridge", self._now()))
 
     def _on_joy(self, msg: Joy) -> None:
         b = self._deadman_button

@@ -73,6 +73,22 @@ class RobotRig:
 
 
 @dataclass(frozen=True)
+class CommandPath:
+    """One way the bridge commands the robot's stack, as the fault matrix's process-death cells
+    rehearse it on the twin (refine_ros/bench/process_death.py): the settings of the bridge, the
+    twin and the command guard for that path, and what the stack itself does when commands stop."""
+
+    bridge: Mapping[str, Any] = field(default_factory=dict)
+    twin: Mapping[str, Any] = field(default_factory=dict)
+    guard: Mapping[str, Any] = field(default_factory=dict)
+    stack_timeout: float | None = None
+    """s after its last command when the stack stops the robot by itself; None: never (it holds
+    the last command), and the command guard is the named safeguard."""
+    stack: str = ""
+    """Who stops it, in words (the reports say it)."""
+
+
+@dataclass(frozen=True)
 class Robot:
     """One robot: its names in the graph, its profiles, its stand-ins and its rig settings."""
 
@@ -109,6 +125,19 @@ class Robot:
     live_bench: Mapping[str, Any] | None = None
     """The fake driver's parameters in the live-graph benchmark (refine_ros/bench/robot.py);
     None: the benchmark does not run this robot."""
+    command_paths: Mapping[str, CommandPath] = field(default_factory=dict)
+    """The stacks it may be commanded through, each rehearsed by the process-death cells."""
+    twin_pad: Mapping[int, int] = field(default_factory=dict)
+    """Buttons a rig holds on /joy while the policy drives the twin (the car: RB, F1TENTH's
+    autonomy dead-man, without which /drive never reaches the VESC)."""
+    stop_unit: tuple[str, float] = ("m", 1.0)
+    """How the matrix reports a stop distance: unit and metres per unit (arm mm, car cm)."""
+    moving_speed: float = 0.0
+    """m/s above which the twin's ground truth counts as moving."""
+    truth_position: tuple[int, int] = (1, 4)
+    """Where the position sits in a row of the twin's `~/ground_truth` (a slice: start, stop)."""
+    watch_after_death_s: float = 2.0
+    """How long a process-death cell watches the twin after the fault (past the stack's timeout)."""
     @property
     def record_profile(self) -> str:
         return f"{self.profile}_record_demo"

@@ -47,6 +47,15 @@ GAP_MIN_S = 0.1
 """...when it is also at least this long (scheduling jitter at high rates is not a gap)."""
 
 
+def how_to_record(robot: str, run_dir: object) -> str:
+    """What an operator runs to record the demonstration a robot profile needs: the learner and
+    the analysis node say it when a run directory has none (with the real names, never a
+    placeholder)."""
+    return (f"refine up {robot}_record_demo --run {run_dir} --live (or ros2 launch refine_ros "
+            f"{robot}_record_demo.launch.py run_dir:={run_dir} dry_run:=false), drive it on refine/teleop_action, "
+            "then call demo/start, demo/stop and demo/keep")
+
+
 def find_gaps(intervals: Sequence[float]) -> list[tuple[int, float]]:
     """(index, seconds) of each interval that is a gap by the rule above."""
     finite = [x for x in intervals if math.isfinite(x)]

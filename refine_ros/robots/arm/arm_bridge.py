@@ -5,11 +5,29 @@ node wires them to the robot's topics, services and actions.
 
 Motion (`command_interface`): MoveIt Servo as of Jazzy (default) or Humble, a plain TwistStamped
 topic, or a ros2_control forward velocity controller (joint velocities from the arm's own URDF).
-Gripper (`gripper_interface`): the control_msgs GripperCommand action, a std_msgs/Float64 topic,
-or none. Poses: from TF (`/tf`, `/tf_static`): the tool frame and the door handle's frame (e.g.
-an AprilTag detector's) in the arm's base frame, fresh while the transforms' stamps are younger
-than `sensor_timeout`. Observations go out at `observation_rate` only while every input is
-fresh, so a dead sensor silences the heartbeat and the safety watchdog stops the arm.
+Gripper (`gripper_interface`): the control_msgs GripperCommand or ParallelGripperCommand action,
+a std_msgs/Float64 topic, or none. Poses: from TF (`/tf`, `/tf_static`): the tool frame and the
+door handle's frame (e.g. an AprilTag detector's) in the arm's base frame, each fresh while its
+transforms' stamps are younger than its own timeout, set after its publisher's rate
+(`ee_timeout`: robot_state_publisher, 20 Hz; `handle_timeout`: a camera frame plus the
+detector's latency; `sensor_timeout`: joint states). Observations go out at `observation_rate`
+only while every input is fresh, so a dead sensor silences the heartbeat and the safety
+watchdog stops the arm.
+
+Loud, not silent: a step is reported executed (refine/command_result) only when the command
+path could act on it. MoveIt Servo not yet switched to twists / started and unpaused, a Jazzy
+Servo that publishes no status (paused: it executes nothing), Servo's own parameters not read
+yet, a gripper goal with no server to take it, a forward velocity controller without the
+command guard: each makes the step rejected, and a server that has not answered
+`server_timeout` s after the start is an error naming it. Servo's `command_in_type` and
+`scale.linear` are read from Servo itself (`<servo_node>/get_parameters`): unitless twists are
+scaled so the arm moves at the m/s the limits allow, or refused when that cannot be done.
+
+The last hop (refine_ros/nodes/_bridge.py): the bridge's own command watchdog
+(`command_timeout`); a forward velocity controller holds its last command with no timeout, so
+through it the bridge moves the arm only while `command_guard` (a process of its own,
+refine_ros/nodes/command_guard.py) reads the controller's topic: killed, the bridge leaves the
+arm stopped by the guard.
 
 The message packages each setting needs (moveit_msgs for servo_jazzy, control_msgs for the
 gripper action, tf2_msgs for TF) are imported only when used.
@@ -60,8 +78,8 @@ PARAMETERS: dict[str, Param] = {
                         "start_servo / pause_servo / unpause_servo (Humble) services"),
     "servo_status_topic": Param("/servo_node/status", "Servo's status: moveit_msgs/ServoStatus (Jazzy), "
                                 "std_msgs/Int8 (Humble)"),
-    "servo_status_timeout": Param(0.5, "seconds a Servo status stays the one in force (older: unknown, the step "
-                                  "counts as taken)", (0.01, 10.0)),
+    "servo_status_timeout": Param(0.5, "seconds a Servo status stays the one in force (none that young: Servo "
+                                  "is paused or gone, and the step is rejected)", (0.01, 10.0)),
     "velocity_command_topic": Param("/forward_velocity_controller/commands", "std_msgs/Float64MultiArray of joint "
                                     "velocities (forward_velocity)"),
     "arm_joints": Param(Unset("string_array"), "the forward velocity controller's joints, in its order "
@@ -78,9 +96,10 @@ PARAMETERS: dict[str, Param] = {
                           "orientation is the door quaternion"),
     "max_speed": Param(Required("double"), "m/s per axis for a unit action delta (the arm's profile sets it)",
                        (0.0, 1.0)),
-    "gripper_interface": Param("action", "'action' (control_msgs/action/GripperCommand), 'topic' (std_msgs/Float64) "
-                               "or 'none'"),
-    "gripper_action": Param("/gripper_controller/gripper_cmd", "GripperCommand action server"),
+    "gripper_interface": Param("action", "'action' (control_msgs/action/GripperCommand), 'parallel_action' "
+                               "(control_msgs/action/ParallelGripperCommand: ros2_controllers' parallel gripper "
+                               "controller, Robotiq on Jazzy and later), 'topic' (std_msgs/Float64) or 'none'"),
+    "gripper_action": Param("/gripper_controller/gripper_cmd", "the gripper's action server (action, parallel_action)"),
     "gripper_topic": Param("/gripper_command", "std_msgs/Float64 gripper command topic"),
     "gripper_open_position": Param(Unset("double"), "gripper position command for open (Franka: 0.04 m per "
                                    "finger; Robotiq 2F-85 knuckle: 0.0 rad); required unless gripper_interface is none"),
@@ -102,10 +121,23 @@ PARAMETERS: dict[str, Param] = {
                              "fixed"),
     "target_topic": Param("/door_target", "target topic when target_mode is topic"),
     "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
-    "sensor_timeout": Param(0.05, "seconds: a pose whose transforms are stamped older (or a joint state older) "
-                            "is stale", (0.001, 5.0)),
+    "sensor_timeout": Param(0.1, "seconds: a joint state (the gripper's opening) stamped older is stale",
+                            (0.001, 5.0)),
+    "ee_timeout": Param(Required("double"), "seconds: the tool pose is stale when its transforms are stamped older; "
+                        "set after the publisher's rate (robot_state_publisher: 20 Hz, 50 to 67 ms apart)",
+                        (0.001, 5.0)),
+    "handle_timeout": Param(Required("double"), "seconds: the handle pose is stale when its transform is stamped "
+                            "older; set after the detector's (a tag detector stamps the camera frame: its period "
+                            "plus the detection time)", (0.001, 5.0)),
     "driver_timeout": Param(0.2, "seconds without joint states after which the driver counts as lost: the bridge "
                             "sends the stop itself, every tick, until it is back", (0.001, 5.0)),
+    "command_timeout": Param(0.1, "seconds without a safe command after the arm was commanded (the safety node "
+                             "gone): the bridge sends the stop itself, every tick, until they are back", (0.01, 5.0)),
+    "startup_grace": Param(10.0, "seconds after start before a driver never heard counts as lost", (0.0, 600.0)),
+    "server_timeout": Param(10.0, "seconds after start within which MoveIt Servo and the gripper's action server "
+                            "must answer; later, each missing one is an error naming it", (0.1, 600.0)),
+    "command_guard": Param("command_guard", "the command_guard node that must read the forward velocity "
+                           "controller's topic before the bridge moves the arm through it (forward_velocity)"),
 }
 
 
@@ -134,13 +166,21 @@ class ArmBridge(BridgeNode):
                             if self.interface == "servo_jazzy" else Int8)
             command_type = (_interface("moveit_msgs.srv", "ServoCommandType", "servo_jazzy")
                             if self.interface == "servo_jazzy" else None)
-            gripper_action = (_interface("control_msgs.action", "GripperCommand", "gripper_interface action")
-                              if self.gripper_interface == "action" else None)
+            gripper_action = (_interface("control_msgs.action", arm.GRIPPER_ACTION_TYPES[self.gripper_interface],
+                                         f"gripper_interface {self.gripper_interface}")
+                              if self.gripper_interface in arm.GRIPPER_ACTION_TYPES else None)
         self.max_speed = float(p["max_speed"])
         self.base_frame, self.ee_frame, self.handle_frame = (str(p[k]) for k in ("base_frame", "ee_frame",
                                                                                   "handle_frame"))
         self.sensor_timeout = float(p["sensor_timeout"])
+        self.ee_timeout, self.handle_timeout = float(p["ee_timeout"]), float(p["handle_timeout"])
         self.status_timeout = float(p["servo_status_timeout"])
+        self.server_timeout = float(p["server_timeout"])
+        self.guard_name = str(p["command_guard"])
+        self.velocity_topic = str(p["velocity_command_topic"])
+        self._guard_seen: tuple[float, bool] = (-1.0, False)
+        self._said: set[str] = set()
+        self._created = self.get_clock().now().nanoseconds * 1e-9
         self.gripper_joints = [str(n) for n in p["gripper_joints"]]
         self.joint_open, self.joint_closed = float(p["gripper_joint_open"]), float(p["gripper_joint_closed"])
         self.arm_joints = [str(n) for n in p["arm_joints"] or ()]
@@ -156,6 +196,7 @@ class ArmBridge(BridgeNode):
             self.create_subscription(String, p["robot_description_topic"], self._on_description, qos.LATCHED)
         else:
             self._motion_pub = self.create_publisher(TwistStamped, p["servo_topic"], qos.COMMAND)
+        self.twist_factor, self.servo_problem = 1.0, None
         if self.interface.startswith("servo_"):
             self.create_subscription(servo_status, p["servo_status_topic"], self._on_servo_status, qos.STATE)
             self._servo_setup(str(p["servo_node"]).rstrip("/"), command_type)
@@ -166,11 +207,12 @@ class ArmBridge(BridgeNode):
         self._gripper_pub = self._gripper_client = None
         if self.gripper_interface == "topic":
             self._gripper_pub = self.create_publisher(Float64, p["gripper_topic"], qos.COMMAND)
-        elif self.gripper_interface == "action":
+        elif gripper_action is not None:
             from rclpy.action import ActionClient
 
             self._gripper_action = gripper_action
-            self._gripper_client = ActionClient(self, gripper_action, p["gripper_action"])
+            self.gripper_action_name = str(p["gripper_action"])
+            self._gripper_client = ActionClient(self, gripper_action, self.gripper_action_name)
         # observations
         self._obs_pub = self.create_publisher(Step, "refine/observation", qos.CONTROL)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
@@ -185,7 +227,7 @@ class ArmBridge(BridgeNode):
             self._target = np.asarray(p["target_position"], dtype=float)
         self._opening: tuple[float, float] | None = None
         self._previous: np.ndarray | None = None
-        self._start_bridge(float(p["driver_timeout"]))
+        self._start_bridge(float(p["driver_timeout"]), float(p["command_timeout"]), float(p["startup_grace"]))
         self.create_timer(1.0 / float(p["observation_rate"]), self._tick)
 
     def _check(self, p: dict[str, Any]) -> None:
@@ -201,6 +243,10 @@ class ArmBridge(BridgeNode):
                                "position commands for open and closed, different), or gripper_interface: none")
         if self.interface == "forward_velocity" and not p["arm_joints"]:
             raise StartRefused("arm_bridge: forward_velocity needs arm_joints, the controller's joints in its order")
+        if self.interface == "forward_velocity" and not str(p["command_guard"]):
+            raise StartRefused("arm_bridge: a forward velocity controller holds its last command with no timeout; "
+                               "forward_velocity needs command_guard, the command_guard node beside the bridge that "
+                               "stops the arm if the bridge dies")
         if p["target_mode"] not in ("fixed", "topic"):
             raise StartRefused(f"arm_bridge: target_mode must be 'fixed' or 'topic', got {p['target_mode']!r}")
         if len(p["target_position"]) != 3:
@@ -211,8 +257,16 @@ class ArmBridge(BridgeNode):
 
     # ---- MoveIt Servo -------------------------------------------------------------------
     def _servo_setup(self, node: str, command_type: Any) -> None:
-        """Servo must be told to take twists (Jazzy) or started (Humble) before it moves; the
-        calls are retried until they succeed, since Servo may come up after the bridge."""
+        """Servo's own parameters are read first (how it reads a twist), then it is told to take
+        twists (Jazzy) or started (Humble) and unpaused; the calls are retried until they
+        succeed, since Servo may come up after the bridge, and a Servo that has not answered
+        `server_timeout` after the start is an error naming what is missing."""
+        from rcl_interfaces.srv import GetParameters
+
+        self.servo_node = node
+        self._get_parameters = self.create_client(GetParameters, f"{node}/get_parameters")
+        names = ["moveit_servo.command_in_type", "moveit_servo.scale.linear"]
+        self._servo_parameters_step = (self._get_parameters, lambda: GetParameters.Request(names=names))
         if self.interface == "servo_jazzy":
             self._command_type = command_type
             self._switch = self.create_client(command_type, f"{node}/switch_command_type")
@@ -224,34 +278,89 @@ class ArmBridge(BridgeNode):
             self._pause = self.create_client(Trigger, f"{node}/pause_servo")
             self._unpause = self.create_client(Trigger, f"{node}/unpause_servo")
             self._setup_steps = [(self._start, Trigger.Request), (self._unpause, Trigger.Request)]
+        self._setup_steps.insert(0, self._servo_parameters_step)
         self.servo_ready = False
         self._pending = None
-        self._setup_timer = self.create_timer(0.5, self._servo_setup_step)
+        self._setup_timer = self.create_timer(0.2, self._servo_setup_step)
 
     def _servo_setup_step(self) -> None:
         if self._pending is not None and not self._pending.done():
+            self._servo_late("answer")
             return
         if self._pending is not None:
             response = self._pending.result()
             self._pending = None
-            if response is not None and getattr(response, "success", False):
+            step = self._setup_steps[0]
+            if step is self._servo_parameters_step:
+                if response is not None and self._take_servo_parameters(response):
+                    self._setup_steps.pop(0)
+            elif response is not None and getattr(response, "success", False):
                 self._setup_steps.pop(0)
+            else:
+                self._say("servo refused", "error", f"MoveIt Servo at {self.servo_node} refused "
+                          f"{step[0].srv_name}: {getattr(response, 'message', '') or 'success false'}")
         if not self._setup_steps:
             self.servo_ready = True
             self._setup_timer.cancel()
-            self.get_logger().info(f"MoveIt Servo ({self.interface}) takes twist commands")
+            self.get_logger().info(f"MoveIt Servo ({self.interface}) takes twist commands"
+                                   + (f" (unitless: each twist x {self.twist_factor:g})" if self.twist_factor != 1.0
+                                      else ""))
             return
         client, request = self._setup_steps[0]
         if client.service_is_ready():
             self._pending = client.call_async(request())
+        else:
+            self._servo_late("offer")
+
+    def _servo_late(self, what: str) -> None:
+        if self._now() - self._created > self.server_timeout:
+            client = self._setup_steps[0][0]
+            self._say(f"servo {client.srv_name}", "error",
+                      f"MoveIt Servo ({self.interface}) at {self.servo_node} does not {what} {client.srv_name} "
+                      f"{self.server_timeout:g} s after the start: the arm does not move (is Servo running, under "
+                      "that name?)")
+
+    def _take_servo_parameters(self, response: Any) -> bool:
+        """Servo's command_in_type and scale.linear, as Servo itself holds them."""
+        from rclpy.parameter import parameter_value_to_python
+
+        got = [parameter_value_to_python(v) for v in response.values]
+        if len(got) != 2 or not isinstance(got[0], str) or not isinstance(got[1], (int, float)):
+            self._say("servo parameters", "error", f"MoveIt Servo at {self.servo_node} has no moveit_servo."
+                      "command_in_type / moveit_servo.scale.linear parameters: the arm does not move")
+            return False
+        command_in_type, scale = got[0], float(got[1])
+        self.twist_factor, self.servo_problem = arm.servo_twist_factor(command_in_type, scale, self.max_speed)
+        if self.servo_problem is not None:
+            self.get_logger().error(f"arm_bridge: {self.servo_problem}; every step is rejected")
+        elif command_in_type == "unitless":
+            self.get_logger().warning(
+                f"MoveIt Servo reads twists as unitless with scale.linear {scale:g} m/s: the bridge sends each "
+                f"velocity divided by {scale:g}, so the arm moves at the m/s the limits allow (set command_in_type: "
+                "speed_units in Servo's parameters to send m/s as they are)")
+        return True
+
+    def _say(self, key: str, level: str, text: str) -> None:
+        """A log line once per key (a state that persists is reported once, not 50 times a second)."""
+        if key not in self._said:
+            self._said.add(key)
+            getattr(self.get_logger(), level)(text)
 
     def _on_servo_status(self, msg: Any) -> None:
         code = int(msg.data) if isinstance(msg, Int8) else int(msg.code)
         self.servo_status = (self._now(), code, getattr(msg, "message", ""))
 
     def _servo_refusal(self) -> str | None:
+        if self.servo_problem is not None:
+            return self.servo_problem
+        if not self.servo_ready:
+            return (f"MoveIt Servo at {self.servo_node} not ready yet (parameters read, switched to twists / "
+                    "started, unpaused)")
         if self.servo_status is None or self._now() - self.servo_status[0] > self.status_timeout:
-            return None
+            self._say("servo silent", "error", f"MoveIt Servo at {self.servo_node} publishes no status: paused "
+                      "(Jazzy executes nothing while paused) or gone; steps are rejected until it reports again")
+            return f"MoveIt Servo at {self.servo_node} publishes no status (paused or gone)"
+        self._said.discard("servo silent")
         _, code, message = self.servo_status
         why = arm.servo_rejection(self.interface, code)
         return None if why is None else f"MoveIt Servo status {code} ({why}){': ' + message if message else ''}"
@@ -262,15 +371,34 @@ class ArmBridge(BridgeNode):
 
     def _publish_motion(self, linear: np.ndarray) -> str | None:
         if self.interface == "forward_velocity":
-            velocities, refused = self._joint_velocities(linear)
+            refused = None if not np.any(linear) else self._guard_refusal()
+            velocities, why = self._joint_velocities(np.zeros(3) if refused else linear)
             self._motion_pub.publish(Float64MultiArray(data=[float(v) for v in velocities]))
-            return refused
+            return refused or why
         twist = TwistStamped()
         twist.header.stamp = self.get_clock().now().to_msg()
         twist.header.frame_id = self.base_frame
-        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = (float(v) for v in linear)
+        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = (float(v) * self.twist_factor
+                                                                             for v in linear)
         self._motion_pub.publish(twist)
         return self._servo_refusal() if self.interface.startswith("servo_") else None
+
+    def _guard_refusal(self) -> str | None:
+        """Why the forward velocity controller must not be given motion now: the command guard
+        does not read its topic (checked at most every 0.5 s: a graph query)."""
+        now = self._now()
+        checked, present = self._guard_seen
+        if now - checked > 0.5:
+            present = any(info.node_name == self.guard_name
+                          for info in self.get_subscriptions_info_by_topic(self.velocity_topic))
+            self._guard_seen = (now, present)
+        if present:
+            self._said.discard("no guard")
+            return None
+        self._say("no guard", "error", f"no {self.guard_name} reads {self.velocity_topic}: a forward velocity "
+                  "controller holds its last command, so the bridge does not move the arm without the guard that "
+                  "stops it if the bridge dies (start command_guard with command_type joint_velocities)")
+        return f"no {self.guard_name} on {self.velocity_topic}"
 
     def _joint_velocities(self, linear: np.ndarray) -> tuple[np.ndarray, str | None]:
         """Joint velocities in the controller's order; zero (and why) when they cannot be
@@ -292,20 +420,44 @@ class ArmBridge(BridgeNode):
     def send_command(self, values: np.ndarray) -> str | None:
         refused = self._publish_motion(arm.cartesian_velocity(values, self.max_speed))
         target = self.goals.next_goal(float(values[3]))
-        if target is not None:
-            self._send_gripper(target)
-        return refused
+        gripper = self._send_gripper(target) if target is not None else None
+        return refused or gripper
 
-    def _send_gripper(self, position: float) -> None:
+    def _send_gripper(self, position: float) -> str | None:
+        """Send a gripper goal; why it could not go out (None: it went)."""
         if self._gripper_pub is not None:
             self._gripper_pub.publish(Float64(data=position))
-        elif self._gripper_client is not None:
-            if not self._gripper_client.server_is_ready():
-                self.goals.last = None  # not sent: try again with the next command
-                return
-            goal = self._gripper_action.Goal()
+            return None
+        if self._gripper_client is None:
+            return None
+        kind = f"control_msgs/action/{self._gripper_action.__name__}"
+        if not self._gripper_client.server_is_ready():
+            self.goals.last = None  # not sent: try again with the next command
+            if self._now() - self._created > self.server_timeout:
+                self._say("no gripper", "error", f"no {kind} server at {self.gripper_action_name} "
+                          f"{self.server_timeout:g} s after the start: the gripper does not move (is its controller "
+                          "running? ros2_robotiq_gripper serves ParallelGripperCommand on Jazzy and later, "
+                          "GripperCommand on Humble: gripper_interface parallel_action / action)")
+            return f"no gripper action server at {self.gripper_action_name}"
+        self._said.discard("no gripper")
+        goal = self._gripper_action.Goal()
+        if self.gripper_interface == "parallel_action":
+            goal.command.name = [self.gripper_joints[0]]
+            goal.command.position = [float(position)]
+            if self.gripper_max_effort > 0:
+                goal.command.effort = [self.gripper_max_effort]
+        else:
             goal.command.position, goal.command.max_effort = position, self.gripper_max_effort
-            self._gripper_client.send_goal_async(goal)
+        future = self._gripper_client.send_goal_async(goal)
+        future.add_done_callback(lambda f, target=position: self._on_gripper_goal(f, target, kind))
+        return None
+
+    def _on_gripper_goal(self, future: Any, target: float, kind: str) -> None:
+        handle = future.result()
+        if handle is None or not handle.accepted:
+            self.goals.last = None  # ask again with the next command
+            self.get_logger().error(f"the {kind} server at {self.gripper_action_name} rejected the goal "
+                                    f"{target:g}", throttle_duration_sec=2.0)
 
     def send_stop(self) -> None:
         """No motion; the gripper keeps its position (no new goal)."""
@@ -354,8 +506,9 @@ class ArmBridge(BridgeNode):
     def _on_start(self) -> None:
         self._previous = None  # the first observation's "previous" half is itself
 
-    def _fresh(self, stamp: float | None, now: float) -> bool:
-        return stamp is None or abs(now - stamp) <= self.sensor_timeout
+    @staticmethod
+    def _fresh(stamp: float | None, now: float, timeout: float) -> bool:
+        return stamp is None or abs(now - stamp) <= timeout
 
     def _tick(self) -> None:
         now = self._now()
@@ -365,7 +518,8 @@ class ArmBridge(BridgeNode):
         handle = self.tf.lookup(self.base_frame, self.handle_frame)
         if self._target is None or ee is None or handle is None or self._opening is None:
             return
-        if not (self._fresh(ee.stamp, now) and self._fresh(handle.stamp, now) and self._fresh(self._opening[0], now)):
+        if not (self._fresh(ee.stamp, now, self.ee_timeout) and self._fresh(handle.stamp, now, self.handle_timeout)
+                and self._fresh(self._opening[0], now, self.sensor_timeout)):
             return
         current = arm.door_step_values(ee.transform.translation, self._opening[1], handle.transform.translation,
                                        handle.transform.rotation)

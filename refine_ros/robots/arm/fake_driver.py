@@ -13,8 +13,10 @@ nothing of ours. No profile starts it; it stands where the physical arm would
 - A ros2_control forward velocity controller (`forward_velocity`): joint velocities on
   /forward_velocity_controller/commands, held until the next command (as the real one does),
   integrated over the URDF's chain; the URDF goes out on /robot_description.
-- A Robotiq 2F-85 behind a control_msgs GripperCommand action
-  (/robotiq_gripper_controller/gripper_cmd: knuckle 0.0 open, 0.8 closed).
+- A Robotiq 2F-85 behind a control_msgs action on /robotiq_gripper_controller/gripper_cmd
+  (knuckle 0.0 open, 0.8 closed): ParallelGripperCommand (`gripper_action_type:
+  parallel_gripper_command`, ros2_robotiq_gripper on Jazzy and later: one joint's position) or
+  GripperCommand (`gripper_command`, its Humble branch).
 - /tf with the tool frame and a door handle marker in the base frame, /joint_states.
 
 Faults a test injects through `fake/*` services (std_srvs/SetBool: the test's levers, not a
@@ -53,7 +55,7 @@ SERVO_JOINT_BOUND = {"servo_jazzy": 6, "servo_humble": 5}
 ARM_PARAMETERS = {
     "interface": "servo_jazzy", "base_frame": "base_link", "ee_frame": "tool0", "handle_frame": "door_handle",
     "start": [0.45, 0.0, 0.25], "handle": [0.55, 0.05, 0.2], "urdf": "", "incoming_command_timeout": 0.1,
-    "rate": 100.0,
+    "rate": 100.0, "gripper_action_type": "gripper_command",
 }
 """The fake arm's parameters: the tool's start and the handle marker in the base frame (m),
 the URDF of forward_velocity ('' = urdf/door_scene.urdf), Servo's command timeout (s), Hz."""
@@ -62,10 +64,13 @@ the URDF of forward_velocity ('' = urdf/door_scene.urdf), Servo's command timeou
 class FakeArmDriver(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("fake_arm_driver", **kwargs)
-        from control_msgs.action import GripperCommand
+        import control_msgs.action
         from tf2_msgs.msg import TFMessage
 
         p = {name: self.declare_parameter(name, default).value for name, default in ARM_PARAMETERS.items()}
+        self.parallel = p["gripper_action_type"] == "parallel_gripper_command"
+        self.gripper_type = getattr(control_msgs.action, "ParallelGripperCommand" if self.parallel
+                                    else "GripperCommand")
         self.interface = p["interface"]
         self.base, self.ee_frame, self.handle_frame = p["base_frame"], p["ee_frame"], p["handle_frame"]
         self.ee = np.array(p["start"], dtype=float)
@@ -92,7 +97,7 @@ class FakeArmDriver(Node):
                                      QoSProfile(depth=10))
         else:
             self._servo_interfaces()
-        self._gripper = ActionServer(self, GripperCommand, "/robotiq_gripper_controller/gripper_cmd",
+        self._gripper = ActionServer(self, self.gripper_type, "/robotiq_gripper_controller/gripper_cmd",
                                      self._on_gripper_goal)
         for name in self.faults:
             self.create_service(SetBool, f"fake/{name}", lambda req, res, n=name: self._fault(n, req, res))
@@ -100,7 +105,11 @@ class FakeArmDriver(Node):
 
     # ---- MoveIt Servo -------------------------------------------------------------------
     def _servo_interfaces(self) -> None:
+        from rcl_interfaces.srv import GetParameters
+
         self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, QoSProfile(depth=10))
+        # Servo's own parameters as a client reads them: speed_units, as UR's ur_servo.yaml sets
+        self.create_service(GetParameters, "/servo_node/get_parameters", self._on_get_parameters)
         if self.interface == "servo_jazzy":
             from moveit_msgs.msg import ServoStatus
             from moveit_msgs.srv import ServoCommandType
@@ -118,6 +127,15 @@ class FakeArmDriver(Node):
                                           ("unpause_servo", None, False)):
                 self.create_service(Trigger, f"/servo_node/{name}",
                                     lambda req, res, r=running, pa=paused: self._on_trigger(r, pa, res))
+
+    def _on_get_parameters(self, request, response):
+        from rclpy.parameter import Parameter
+
+        known = {"moveit_servo.command_in_type": "speed_units", "moveit_servo.scale.linear": 0.6,
+                 "moveit_servo.incoming_command_timeout": float(self.get_parameter("incoming_command_timeout").value)}
+        response.values = [Parameter(n, value=known[n]).get_parameter_value() if n in known
+                           else Parameter(n).get_parameter_value() for n in request.names]
+        return response
 
     def _on_switch(self, request, response):
         response.success = request.command_type in (0, 1, 2)
@@ -157,12 +175,16 @@ class FakeArmDriver(Node):
 
     # ---- gripper --------------------------------------------------------------------------
     def _on_gripper_goal(self, goal_handle):
-        from control_msgs.action import GripperCommand
-
-        self.knuckle = float(min(max(goal_handle.request.command.position, 0.0), 0.8))
+        command = goal_handle.request.command
+        target = command.position[0] if self.parallel else command.position
+        self.knuckle = float(min(max(target, 0.0), 0.8))
         goal_handle.succeed()
-        result = GripperCommand.Result()
-        result.position, result.reached_goal = self.knuckle, True
+        result = self.gripper_type.Result()
+        if self.parallel:
+            result.state.name, result.state.position = list(command.name), [self.knuckle]
+        else:
+            result.position = self.knuckle
+        result.reached_goal = True
         return result
 
     # ---- faults and output ----------------------------------------------------------------

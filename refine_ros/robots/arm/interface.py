@@ -21,8 +21,17 @@ A step Servo refuses is *rejected*: Servo reports a halt (singularity, collision
 invalid) in the status in force when the command is sent; the two releases number their codes
 differently (moveit_servo's StatusCode in each branch).
 
-Gripper (`gripper_interface`): the control_msgs GripperCommand action (Franka's and Robotiq's
-drivers), a std_msgs/Float64 topic, or none. The task's gripper action (0 closed, 1 open) maps
+Twist units: MoveIt Servo reads a twist as m/s only with `command_in_type: speed_units`; with
+`unitless` (both releases' default) it multiplies it by `scale.linear` (Humble also skips a twist
+with a component above 1). `servo_twist_factor` says what to send: the bridge reads both
+parameters from Servo itself at start and divides by `scale.linear`, or refuses when a unit
+action would need a component above 1.
+
+Gripper (`gripper_interface`): the control_msgs GripperCommand action (Franka's driver,
+ros2_controllers' gripper action controller, ros2_robotiq_gripper on Humble), the
+ParallelGripperCommand action (`parallel_action`: ros2_controllers' parallel gripper action
+controller, ros2_robotiq_gripper on Jazzy and later; one joint's target in a JointState), a
+std_msgs/Float64 topic, or none. The task's gripper action (0 closed, 1 open) maps
 linearly onto [`gripper_closed_position`, `gripper_open_position`], which may be decreasing (a
 Robotiq knuckle: 0.0 open, 0.8 closed). A new action goal is sent only when the target moved by
 more than `gripper_deadband` of the range, so a steady command is one goal, not 50 a second.
@@ -38,7 +47,10 @@ from collections.abc import Sequence
 import numpy as np
 
 COMMAND_INTERFACES = ("servo_jazzy", "servo_humble", "twist", "forward_velocity")
-GRIPPER_INTERFACES = ("action", "topic", "none")
+GRIPPER_INTERFACES = ("action", "parallel_action", "topic", "none")
+GRIPPER_ACTION_TYPES = {"action": "GripperCommand", "parallel_action": "ParallelGripperCommand"}
+"""control_msgs/action type of each action gripper interface."""
+COMMAND_IN_TYPES = ("unitless", "speed_units")
 
 SERVO_TWIST_COMMAND = 1
 """moveit_msgs/srv/ServoCommandType: JOINT_JOG 0, TWIST 1, POSE 2."""
@@ -53,6 +65,24 @@ SERVO_HALTS = {
 def servo_rejection(interface: str, code: int) -> str | None:
     """Why Servo refuses commands while it reports `code` (None: it executes them)."""
     return SERVO_HALTS.get(interface, {}).get(int(code))
+
+
+def servo_twist_factor(command_in_type: str, scale_linear: float, max_speed: float) -> tuple[float, str | None]:
+    """What the bridge multiplies a twist (m/s) by before MoveIt Servo reads it, given Servo's
+    own `command_in_type` and `scale.linear`, and why it cannot (None: it can). speed_units:
+    1 (m/s as they are). unitless: 1 / scale.linear, as long as the arm's largest velocity per
+    axis (`max_speed`) stays within Servo's [-1, 1]."""
+    if command_in_type == "speed_units":
+        return 1.0, None
+    if command_in_type != "unitless":
+        return 0.0, f"MoveIt Servo's command_in_type is {command_in_type!r}, neither unitless nor speed_units"
+    if not (math.isfinite(scale_linear) and scale_linear > 0):
+        return 0.0, f"MoveIt Servo reads twists as unitless with scale.linear {scale_linear}: it cannot move"
+    if max_speed > scale_linear + 1e-12:
+        return 0.0, (f"MoveIt Servo reads twists as unitless (command_in_type) with scale.linear {scale_linear:g} "
+                     f"m/s, below this arm's max_speed {max_speed:g} m/s: a full action cannot be sent; set "
+                     "command_in_type: speed_units in Servo's parameters (or scale.linear >= max_speed)")
+    return 1.0 / scale_linear, None
 
 
 def cartesian_velocity(action: Sequence[float], max_speed: float) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.robots.descriptor import Robot, RobotRig
+from refine_ros.robots.descriptor import CommandPath, Robot, RobotRig
 
 
 class ArmRig(RobotRig):
@@ -40,7 +40,9 @@ class ArmRig(RobotRig):
         return hasattr(msg, "twist") and max(abs(v) for v in values[:3]) > float(bridge["max_speed"]) + 1e-9
 
     def fake_driver_parameters(self, bridge: Mapping[str, Any]) -> dict[str, Any]:
-        return {"interface": bridge.get("command_interface", "servo_jazzy")}
+        gripper = ("parallel_gripper_command" if bridge.get("gripper_interface") == "parallel_action"
+                   else "gripper_command")
+        return {"interface": bridge.get("command_interface", "servo_jazzy"), "gripper_action_type": gripper}
 
     def heartbeat(self, bridge: Mapping[str, Any]) -> tuple[type, str]:
         from sensor_msgs.msg import JointState
@@ -80,4 +82,19 @@ ROBOT = Robot(
     twin_heartbeat="joints",
     take_stick={"left_y": 0.6},  # left stick forward: the tool's +y
     live_bench={"rate": 50.0},
+    command_paths={
+        "servo_jazzy": CommandPath({"command_interface": "servo_jazzy"}, {"command_interface": "servo_jazzy"},
+                                   {"command_type": "twist_stamped"}, 0.1,
+                                   "MoveIt Servo's incoming_command_timeout after the last twist's stamp"),
+        "servo_humble": CommandPath({"command_interface": "servo_humble"}, {"command_interface": "servo_humble"},
+                                    {"command_type": "twist_stamped"}, 0.1,
+                                    "MoveIt Servo's incoming_command_timeout after the last twist's stamp"),
+        "forward_velocity": CommandPath(
+            {"command_interface": "forward_velocity", "arm_joints": [f"right_j{i}" for i in range(7)]},
+            {"command_interface": "forward_velocity"}, {"command_type": "joint_velocities"}, None,
+            "none: a forward velocity controller holds its last command; the command guard is the safeguard"),
+    },
+    stop_unit=("mm", 1e-3),
+    moving_speed=0.005,
+    truth_position=(1, 4),  # the tool's x, y, z
 )

@@ -15,9 +15,21 @@ absent (then they read the odometry speed). Published at `observation_rate` only
 input is fresh, so a blind camera or a dead sensor silences the heartbeat and the safety
 watchdog stops the car.
 
+F1TENTH as it ships: vesc_to_odom publishes no /odom before its first servo command (the pad's
+idle zero teleop, or this bridge's first stop, sends one), so with `wheel_source: erpm` the
+VESC's own state (`sensors/core`, from the start) is the driver's heartbeat and a missing /odom
+is waited for and said, not called a lost driver. Its speed is (-ERPM - offset) / gain, so with
+a motor reporting positive ERPM forward the yaw and yaw rate come out negated: `odom_yaw_sign`
+(-1 by default, the stock node) turns them back to counter-clockwise positive.
+
+The last hop (refine_ros/nodes/_bridge.py): the bridge's own command watchdog (`command_timeout`);
+ackermann_mux never sends a stop and the VESC keeps the last speed until its firmware's timeout,
+so a killed bridge is stopped by the command guard beside it.
+
 Which message packages it needs depends on its settings: ackermann_msgs for `ackermann`,
-vesc_msgs for `wheel_source: erpm`; they are imported only then, so a car driven by Twist with
-encoders needs neither.
+vesc_msgs for `wheel_source: erpm` (no Humble or Jazzy release: built from source, as
+f1tenth_system does); they are imported only then, so a car driven by Twist with encoders
+needs neither.
 """
 
 from __future__ import annotations
@@ -78,18 +90,33 @@ PARAMETERS: dict[str, Param] = {
     "observation_rate": Param(50.0, "Hz of refine/observation (the control rate)", (1.0, 1000.0)),
     "sensor_timeout": Param(0.15, "seconds after which odometry, wheel speeds or tiles count as stale",
                             (0.001, 5.0)),
-    "driver_timeout": Param(0.2, "seconds without odometry after which the driver counts as lost: the bridge "
-                            "sends the stop itself, every tick, until it is back", (0.001, 5.0)),
+    "driver_timeout": Param(0.2, "seconds without odometry (wheel_source erpm: the VESC's state) after which the "
+                            "driver counts as lost: the bridge sends the stop itself, every tick, until it is back",
+                            (0.001, 5.0)),
+    "odom_yaw_sign": Param(-1.0, "-1: stock ROS 2 vesc_to_odom (its speed is (-ERPM - offset) / gain, so its yaw and "
+                           "yaw rate turn the wrong way for a motor reporting positive ERPM forward): both are "
+                           "negated; +1: odometry that follows REP-103", (-1.0, 1.0)),
+    "command_timeout": Param(0.2, "seconds without a safe command after the car was commanded (the safety node "
+                             "gone): the bridge sends the stop itself, every tick, until they are back", (0.01, 5.0)),
+    "startup_grace": Param(10.0, "seconds after start before a driver never heard counts as lost", (0.0, 600.0)),
 }
 
 
+FROM_SOURCE = {
+    "vesc_msgs": "it has no Humble or Jazzy release: build it from source as f1tenth_system does (git clone -b "
+                 "ros2 https://github.com/f1tenth/vesc into your workspace's src, colcon build --packages-select "
+                 "vesc_msgs; REFINE_ROS_WITH_VESC=1 makes rosdep count it), or use wheel_source encoders or none",
+}
+"""Message packages a binary install does not have, and how to get them."""
+
+
 def _message(package: str, name: str, why: str) -> Any:
-    """A message class of an optional package, or StartRefused saying what to install."""
+    """A message class of an optional package, or StartRefused saying how to get it."""
     try:
         return getattr(importlib.import_module(f"{package}.msg"), name)
     except ImportError:
-        raise StartRefused(f"rc_car_bridge: {why} needs the {package} messages; install "
-                           f"ros-$ROS_DISTRO-{package.replace('_', '-')} (rosdep installs it)") from None
+        how = FROM_SOURCE.get(package, f"install ros-$ROS_DISTRO-{package.replace('_', '-')} (rosdep installs it)")
+        raise StartRefused(f"rc_car_bridge: {why} needs the {package} messages; {how}") from None
 
 
 class RcCarBridge(BridgeNode):
@@ -112,6 +139,9 @@ class RcCarBridge(BridgeNode):
         self.wheel_joints = [str(n) for n in p["wheel_joints"]]
         self.wheel_radius = float(p["wheel_radius"])
         self.erpm_gain, self.erpm_offset = float(p["speed_to_erpm_gain"]), float(p["speed_to_erpm_offset"])
+        self.yaw_sign = 1.0 if float(p["odom_yaw_sign"]) >= 0 else -1.0
+        self.odom_topic = str(p["odom_topic"])
+        self._odom_waiting_said = False
         self.frame_id = str(p["frame_id"])
 
         self._drive_msg = drive
@@ -132,7 +162,7 @@ class RcCarBridge(BridgeNode):
         self._odom: tuple[float, float, float, float] | None = None  # time, speed m/s, yaw, yaw rate
         self._wheels: tuple[float, np.ndarray] | None = None  # time, surface speeds m/s
         self._tiles: tuple[float, np.ndarray] | None = None
-        self._start_bridge(float(p["driver_timeout"]))
+        self._start_bridge(float(p["driver_timeout"]), float(p["command_timeout"]), float(p["startup_grace"]))
         self.create_timer(1.0 / float(p["observation_rate"]), self._tick)
 
     def _check(self, p: dict[str, Any]) -> None:
@@ -189,9 +219,12 @@ class RcCarBridge(BridgeNode):
     def _on_odom(self, msg: Odometry) -> None:
         v, q = msg.twist.twist.linear, msg.pose.pose.orientation
         now = self._now()
-        self._odom = (now, math.hypot(v.x, v.y), car.yaw_from_quaternion(q.w, q.x, q.y, q.z),
-                      float(msg.twist.twist.angular.z))
+        self._odom = (now, math.hypot(v.x, v.y), self.yaw_sign * car.yaw_from_quaternion(q.w, q.x, q.y, q.z),
+                      self.yaw_sign * float(msg.twist.twist.angular.z))
         self.note_driver(now)
+        if self._odom_waiting_said:
+            self._odom_waiting_said = False
+            self.get_logger().info(f"{self.odom_topic} is here")
 
     def _on_wheels(self, msg: JointState) -> None:
         index = {n: i for i, n in enumerate(msg.name)}
@@ -201,8 +234,18 @@ class RcCarBridge(BridgeNode):
         self._wheels = (self._now(), speeds)
 
     def _on_vesc(self, msg: Any) -> None:
+        """The VESC's state: the wheel speeds, and the driver's heartbeat (it comes from the
+        start, when vesc_to_odom has published nothing yet)."""
+        now = self._now()
         speed = car.erpm_to_speed(float(msg.state.speed), self.erpm_gain, self.erpm_offset)
-        self._wheels = (self._now(), np.full(4, speed))
+        self._wheels = (now, np.full(4, speed))
+        self.note_driver(now)
+        if self._odom is None and not self._odom_waiting_said:
+            self._odom_waiting_said = True
+            self.get_logger().warning(
+                f"the VESC reports, but no {self.odom_topic} yet: vesc_to_odom publishes only after its first servo "
+                "command (the pad's idle zero teleop or this bridge's first stop sends one; in a dry run with no "
+                "pad nothing does); waiting, no observations meanwhile")
 
     def _on_tiles(self, msg: Float64MultiArray) -> None:
         data = np.asarray(msg.data, dtype=float)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from refine_ros.robots.descriptor import Robot, RobotRig
+from refine_ros.robots.descriptor import CommandPath, Robot, RobotRig
 
 
 class RcCarRig(RobotRig):
@@ -121,5 +121,18 @@ ROBOT = Robot(
     moving_action=(0.0, 0.6, 0.0),  # straight ahead, 60 % gas
     fault_levers={"stale_sensor": "tiles_lost"},
     twin_heartbeat="odom",
-    take_stick={"trigger_right": -0.3},  # right trigger part-way: gas
+    take_stick={"left_y": 0.3},  # F1TENTH's pad: left stick part-way forward, gas
+    command_paths={
+        "ackermann": CommandPath({}, {}, {"command_type": "ackermann"}, 1.0,
+                                 "the VESC firmware's timeout (then the motor is released: it coasts); "
+                                 "ackermann_mux sends no stop"),
+        "twist": CommandPath({"command_type": "twist", "wheelbase": 0.073, "odom_yaw_sign": 1.0},
+                             {"command_type": "twist", "odometry": "exact"}, {"command_type": "twist"}, 0.5,
+                             "the generic driver's own command timeout"),
+    },
+    twin_pad={5: 1},  # RB: F1TENTH's autonomy dead-man
+    stop_unit=("cm", 1e-2),
+    moving_speed=0.05,
+    truth_position=(1, 3),  # x, y (then yaw)
+    watch_after_death_s=3.0,  # the VESC's 1 s timeout, then it coasts
 )

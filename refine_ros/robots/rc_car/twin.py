@@ -61,6 +61,11 @@ class DriveCommand:
     speed: float = 0.0
     steering_angle: float = 0.0
     steering_angle_velocity: float = 0.0
+    released: bool = False
+    """The motor is released (a VESC after its firmware timeout with 0 A brake current): no
+    drive, no brake, the car rolls on."""
+    brake_current: float = 0.0
+    """A: the VESC's timeout brake current (with `released`): > 0 brakes the motor."""
 
     def finite(self) -> bool:
         return all(math.isfinite(v) for v in (self.speed, self.steering_angle, self.steering_angle_velocity))
@@ -97,10 +102,15 @@ class SpeedController:
     def reset(self) -> None:
         self.integral = 0.0
 
-    def update(self, setpoint: float, wheel_speed: float, body_speed: float, dt: float) -> tuple[float, float]:
+    def update(self, setpoint: float, wheel_speed: float, body_speed: float, dt: float,
+               released: bool = False, brake_current: float = 0.0) -> tuple[float, float]:
         """(gas, brake) in [0, 1] for a speed `setpoint` (m/s) given the driven wheels'
-        surface speed and the body's forward speed (m/s)."""
+        surface speed and the body's forward speed (m/s). A `released` motor drives nothing and
+        brakes only with a `brake_current` (A; 20 A or more: the loop's full brake)."""
         c = self.loop
+        if released:
+            self.integral = 0.0
+            return 0.0, min(c.max_brake, c.max_brake * max(brake_current, 0.0) / 20.0)
         if not setpoint > 0.0:  # stop (zero, negative or NaN): brake, never gas
             self.integral = 0.0
             if abs(body_speed) < c.hold_speed and abs(wheel_speed) < c.hold_speed:
@@ -283,7 +293,8 @@ class CarTwin:
             max_change = command.steering_angle_velocity * dt
             target = self._steer_target + float(np.clip(target - self._steer_target, -max_change, max_change))
         self._steer_target = target
-        gas, brake = self._controller.update(command.speed, self.driven_wheel_speed(), self.forward_speed(), dt)
+        gas, brake = self._controller.update(command.speed, self.driven_wheel_speed(), self.forward_speed(), dt,
+                                             command.released, command.brake_current)
         # the simulator's steer action is minus the wheel angle (negative steers left)
         _, _, terminated, _, info = self.env.step(np.array([-target, gas, brake]))
         self.sim_steps += 1
@@ -357,6 +368,12 @@ class CarTwin:
     def motor_state(self, now: float) -> MotorState:
         erpm = self.config.speed_to_erpm_gain * self.driven_wheel_speed()
         return MotorState(now, float(self._noise(erpm, self.config.erpm_std)))
+
+    def motor_speed(self) -> float:
+        """The driven wheels' surface speed with the ERPM sensor's noise, m/s: what the VESC
+        measures (vesc_to_odom's input)."""
+        c = self.config
+        return float(self._noise(self.driven_wheel_speed(), c.erpm_std / c.speed_to_erpm_gain))
 
     def camera_frame(self, now: float) -> CameraFrame:
         return CameraFrame(now, self.camera.render(), self.config.camera_frame)

@@ -1,0 +1,141 @@
+"""The command guard: the exact stop goes to the driver when the command stream stops after a
+moving command, from a process of its own (the bridge killed or hung cannot send it). The rule
+without DDS, then the `command_guard` executable between real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from refine_ros.command_guard import Guard, moving
+
+
+def test_motion_is_any_nonzero_velocity_and_a_car_moves_by_its_speed_alone():
+    assert not moving("twist_stamped", [0.0] * 6) and moving("twist_stamped", [0, 0, 0, 0, 0, 1e-9])
+    assert moving("joint_velocities", [0.0, float("nan")]) and not moving("joint_velocities", [0.0, 0.0])
+    assert not moving("ackermann", [0.0, 0.3]), "straight or not, speed 0 is a stop"
+    assert moving("ackermann", [0.4, 0.0]) and moving("ackermann", [-0.1, 0.0])
+
+
+def test_the_stop_goes_out_after_the_timeout_repeated_then_held_while_silent():
+    g = Guard(timeout=0.15, repeats=3, hold=0.1)
+    assert not g.tick(0.0), "nothing heard: nothing to guard (a dry run stays silent)"
+    g.heard(True, 0.0)
+    assert not g.tick(0.1) and not g.tick(0.15)
+    assert [g.tick(t) for t in (0.16, 0.17, 0.18, 0.19, 0.2)] == [True, True, True, False, False]
+    assert g.trips == 1
+    g.heard(False, 0.2)  # its own stop, heard back: still silent from the bridge
+    assert [g.tick(t) for t in (0.25, 0.28, 0.3)] == [False, True, False], "then one stop per hold"
+    g.heard(True, 0.31)  # a late command of the dead bridge ...
+    assert not g.tick(0.4) and g.tick(0.47), "... is overridden one timeout later"
+
+
+def test_a_stream_that_ends_with_a_stop_needs_no_guard_and_one_that_resumes_cancels_it():
+    g = Guard(timeout=0.1, repeats=5)
+    g.heard(True, 0.0)
+    g.heard(False, 0.02)  # the bridge stopped the robot itself, then went quiet
+    assert not any(g.tick(t) for t in (0.2, 0.5, 3.0))
+    g.heard(True, 4.0)
+    assert g.tick(4.2) and g.tick(4.21)
+    g.heard(True, 4.22)  # the bridge is back (a restart): it is in charge
+    assert not g.tick(4.23)
+
+
+@pytest.mark.parametrize("bad", [{"timeout": 0.0}, {"timeout": float("nan")}, {"timeout": 0.1, "repeats": 0}])
+def test_a_guard_that_could_never_stop_is_refused(bad):
+    with pytest.raises(ValueError):
+        Guard(**bad)
+
+
+# ---- the node, as its own process --------------------------------------------------------------------
+@pytest.mark.ros
+@pytest.mark.parametrize("command_type", ["twist_stamped", "joint_velocities", "ackermann"])
+def test_the_guard_process_stops_the_driver_when_the_bridge_goes_silent(context, command_type):
+    """A stand-in bridge (this process) streams a moving command at 50 Hz and goes silent; the
+    `command_guard` executable sends the driver's exact stop, in the driver's type, about
+    `timeout` later, `repeats` times; nothing before the silence, nothing after."""
+    import rclpy
+    from rclpy.node import Node
+
+    from refine_ros.bench import ros_env
+    from refine_ros.bringup.spin import NodeSpinner
+    from refine_ros.nodes.command_guard import _TYPES, motion_fields
+    from refine_ros.wire import qos
+
+    package, name = _TYPES[command_type]
+    msg_type = getattr(__import__(package, fromlist=[name]), name)
+    topic = f"/guard_test/{command_type}"
+    node = Node("guard_test_bridge", context=context)
+    pub = node.create_publisher(msg_type, topic, qos.COMMAND)
+    heard: list[tuple[float, list[float], object]] = []
+    lock = threading.Lock()
+
+    def on_msg(msg):
+        with lock:
+            heard.append((time.monotonic(), motion_fields(command_type, msg), msg))
+
+    node.create_subscription(msg_type, topic, on_msg, qos.COMMAND)
+    spinner = NodeSpinner([node], context).start()
+    guard = subprocess.Popen([str(Path(sys.executable).parent / "command_guard"), "--ros-args",
+                              "-p", f"command_type:={command_type}", "-p", f"command_topic:={topic}",
+                              "-p", "timeout:=0.15", "-p", "repeats:=4", "-p", "hold:=0.5"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ros_env())
+    try:
+        deadline = time.monotonic() + 60
+        while pub.get_subscription_count() < 2:  # ours and the guard's
+            assert time.monotonic() < deadline and guard.poll() is None, "the guard never subscribed"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        for _ in range(50):
+            msg = msg_type()
+            if command_type == "twist_stamped":
+                msg.header.frame_id = "base_link"
+                msg.header.stamp = node.get_clock().now().to_msg()
+                msg.twist.linear.x = 0.05
+            elif command_type == "joint_velocities":
+                msg.data = [0.1, -0.2, 0.0]
+            else:
+                msg.drive.speed, msg.drive.steering_angle = 0.6, 0.1
+            pub.publish(msg)
+            time.sleep(0.02)
+        silent_at = time.monotonic()
+        time.sleep(1.5)
+    finally:
+        guard.send_signal(2)
+        out = guard.communicate(timeout=20)[0]
+        spinner.stop()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+    with lock:
+        after = [(t - silent_at, values, msg) for t, values, msg in heard if t > silent_at]
+        before = [values for t, values, _ in heard if t <= silent_at]
+    assert before and all(moving(command_type, v) for v in before), "the guard spoke while commands flowed"
+    burst = [x for x in after if x[0] < after[0][0] + 0.2]
+    assert len(burst) == 4 and 2 <= len(after) - 4 <= 4, ([round(x[0], 3) for x in after], out)  # then one per 0.5 s
+    assert all(not moving(command_type, v) and all(x == 0.0 for x in v) for _, v, _ in after), after
+    assert 0.1 < after[0][0] < 0.15 + 0.25, f"the first stop came {after[0][0]:.3f} s after the silence"
+    last = after[-1][2]
+    if command_type == "twist_stamped":
+        assert last.header.frame_id == "base_link" and last.header.stamp.sec > 0, "Servo judges the stamp"
+    if command_type == "joint_velocities":
+        assert list(last.data) == [0.0, 0.0, 0.0]
+    assert "sending the stop" in out, out
+
+
+def test_a_live_forward_velocity_arm_is_refused_in_one_process():
+    """The guard must outlive the bridge where the stack holds the last command: `refine up`
+    without --processes (every node one process) refuses such a live run, not a dry run and not
+    MoveIt Servo (which stops by itself)."""
+    from refine_ros.bringup.up import UpOptions, guard_needs_its_own_process, plan_profile
+
+    velocity = ["arm_bridge.command_interface=forward_velocity", "arm_bridge.arm_joints=[j1, j2]"]
+    live = plan_profile("arm_real", UpOptions(live=True, sets=velocity))
+    why = guard_needs_its_own_process(live)
+    assert why is not None and "--processes" in why and "holds its last command" in why
+    assert guard_needs_its_own_process(plan_profile("arm_real", UpOptions(live=False, sets=velocity))) is None
+    assert guard_needs_its_own_process(plan_profile("arm_real", UpOptions(live=True))) is None

@@ -1,0 +1,58 @@
+"""The robot stops when our processes die: the fault matrix's process-death cells
+(refine_ros/bench/process_death.py) on the twins, every node a process of its own over real
+DDS, and the verdict they apply. A bridge killed or frozen behind a forward velocity
+controller or F1TENTH's VESC (stacks that hold the last command) and a safety node killed
+behind MoveIt Servo: the twin's robot is driven no longer than the stack's own timeout (or the
+named safeguard's), from its ground truth."""
+
+from __future__ import annotations
+
+import pytest
+
+from refine_ros.bench.process_death import DeathCell, judge
+from refine_ros.robots.registry import get_robot
+
+
+class _Msg:
+    def __init__(self, speed: float) -> None:
+        self.data = [speed] * 7
+
+
+def _rows(times, speed, commanded):
+    return [(t, t, 0.45 + 0.03 * t, 0.0, 0.2, speed(t), commanded(t)) for t in times]
+
+
+def test_a_held_command_is_unsafe_and_a_stop_in_time_is_not():
+    arm = get_robot("arm")
+    times = [i * 0.02 for i in range(150)]
+    held = DeathCell("arm", "forward_velocity", "sigkill_bridge", allowed_s=0.15)
+    judge(held, arm, _rows(times, lambda t: 0.03, lambda t: 0.03), [], 0.5, None, 3.0)
+    assert held.unsafe == 1 and held.driven_s > 2.0, "the controller held the last command: unsafe"
+    stopped = DeathCell("arm", "forward_velocity", "sigkill_bridge", allowed_s=0.15)
+    commands = [(0.4, _Msg(0.1)), (0.62, _Msg(0.0))]
+    judge(stopped, arm, _rows(times, lambda t: 0.03 if t < 0.7 else 0.0, lambda t: 0.03 if t < 0.62 else 0.0),
+          commands, 0.5, None, 3.0)
+    assert stopped.unsafe == 0 and stopped.stop_latency_s == pytest.approx(0.12) and stopped.moved > 0
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("robot, path, fault", [
+    ("arm", "forward_velocity", "sigkill_bridge"),  # nothing upstream stops it: the command guard does
+    ("arm", "forward_velocity", "sigstop_bridge"),
+    ("arm", "servo_jazzy", "sigkill_safety"),  # the bridge's own watchdog, Servo's timeout
+    ("car", "ackermann", "sigkill_bridge"),  # ackermann_mux sends no stop, the VESC holds for 1 s
+    ("car", "ackermann", "sigstop_safety"),
+])
+def test_the_twins_robot_stops_within_the_stacks_own_timeout_when_a_process_dies(tmp_path, robot, path, fault):
+    from refine_ros.bench import ros_env
+    from refine_ros.bench.process_death import TOLERANCE_S, run_cell
+
+    cell = run_cell(robot, path, fault, {**ros_env(), "PYTHONUNBUFFERED": "1"}, tmp_path)
+    assert cell.error is None, cell.error
+    assert cell.unsafe == 0, (cell.reasons, (tmp_path / "timeline.txt").read_text()[-3000:]
+                              if (tmp_path / "timeline.txt").exists() else "")
+    assert cell.moved > 0, "the robot was moving when the process died"
+    assert cell.driven_s <= cell.allowed_s + TOLERANCE_S and cell.stop_latency_s is not None
+    assert not cell.resumed
