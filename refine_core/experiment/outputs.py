@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from refine_core.experiment.conditions import (  # noqa: E402
+    PRESET_LABELS,
     PUBLISHED_MODEL,
     Condition,
     Program,
@@ -33,19 +34,59 @@ def published(spec, name: str, default=None):
     return getattr(task_part(spec.name, PUBLISHED_PART), name, default)
 
 
+def mode_column(mode: str, name: str = "metric") -> str:
+    """The episodes column of `name` measured in an action mode ("mean" or "sample")."""
+    return f"mean_action_{name}" if mode == "mean" else name
+
+
+def paired_against_il(episodes: pd.DataFrame, cond: Condition, column: str, higher_is_better: bool) -> dict:
+    """An RL row against its own IL row, seed by seed on the evaluation seeds: the mean
+    difference (positive = better) and one-sided paired t-test p-values for "RL is worse" and
+    "RL is better" (1.0 when the two rows are identical on every seed)."""
+    if not cond.rl_resets:
+        return {}
+    rl = episodes[episodes["condition"] == cond.name].set_index("seed")[column]
+    il = episodes[episodes["condition"] == cond.il_condition].set_index("seed")[column]
+    both = pd.concat([rl.rename("rl"), il.rename("il")], axis=1, join="inner").dropna()
+    d = (both["rl"] - both["il"]).to_numpy(dtype=float) * (1 if higher_is_better else -1)
+    if len(d) < 2:
+        return {"vs_il_delta": np.nan, "vs_il_p_worse": np.nan, "vs_il_p_better": np.nan}
+    sd = float(np.std(d, ddof=1))
+    if sd == 0.0:
+        worse, better = (1.0, 1.0) if d.mean() == 0 else ((0.0, 1.0) if d.mean() < 0 else (1.0, 0.0))
+    else:
+        t = float(d.mean() / (sd / np.sqrt(len(d))))
+        worse, better = float(stats.t.cdf(t, len(d) - 1)), float(stats.t.sf(t, len(d) - 1))
+    return {"vs_il_delta": float(d.mean()) * (1 if higher_is_better else -1), "vs_il_p_worse": worse,
+            "vs_il_p_better": better}
+
+
+def verdict(row, alpha: float = 0.05) -> str:
+    """An RL row against its own IL row in the deployed mode, in words."""
+    if row.get("vs_il_p_worse") is None or row["vs_il_p_worse"] != row["vs_il_p_worse"]:
+        return "-"
+    word = "worse" if row["vs_il_p_worse"] < alpha else "better" if row["vs_il_p_better"] < alpha else "no difference"
+    return (f"{word} ({row['vs_il_delta']:+.3g}; p worse {row['vs_il_p_worse']:.2g}, "
+            f"p better {row['vs_il_p_better']:.2g})")
+
+
 def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict],
-              programs: dict[str, Program]) -> pd.DataFrame:
+              programs: dict[str, Program], spec=None) -> pd.DataFrame:
     """One row per condition. Resets as the published table counts them (the refinement's
     diagnostic episodes plus RL's training resets) apart from the extra ones this protocol
-    spends (the refinement's selection episodes, and RL's selection evaluations for
-    best-checkpoint rows); evaluation episodes are only reported and never counted."""
+    spends (the refinement's selection episodes, and RL's selection evaluations for rows
+    whose weights they chose: best and accepted checkpoints); evaluation episodes are only
+    reported and never counted. Each RL row is compared with its own IL row, seed by seed, in
+    the task's deployed mode (`spec.deployed_mode`)."""
     rows = []
+    deployed = getattr(spec, "deployed_mode", "mean")
+    higher = spec.metric.higher_is_better if spec is not None else True
     for cond, t in zip(conds, trained, strict=True):
         ep = episodes[episodes["condition"] == cond.name]
         metric = ep["metric"].to_numpy(dtype=float)
         program = programs[cond.program]
         rl = t.get("rl") or {}
-        rl_selection = int(rl.get("selection_resets", 0)) if cond.checkpoint == "best" else 0
+        rl_selection = int(rl.get("selection_resets", 0)) if cond.checkpoint in ("best", "accepted") else 0
         rows.append({
             "condition": cond.name, "label": cond.label, "analyst": program.analyst, "analyst_calls": program.calls,
             "published_resets": program.resets.get("diagnostic", 0) + cond.rl_resets,
@@ -58,6 +99,8 @@ def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict
             "metric_mean": float(np.nanmean(metric)), "metric_std": float(np.nanstd(metric)),
             "success_rate": float(ep["success"].mean()),
             "rl_checkpoint": rl_checkpoint_text(rl), "rl_departures": "; ".join(rl.get("departures") or []),
+            "rl_preset": cond.preset, "deployed_mode": deployed,
+            **paired_against_il(episodes, cond, mode_column(deployed), higher),
             "published_key": "/".join(cond.published_key) if cond.published_key else "",
             "episodes": len(ep), "errors": int(ep["error"].notna().sum()) if "error" in ep else 0,
         })
@@ -117,8 +160,14 @@ def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[
         models = s["analyst"].get("models") or []
         if r.key.startswith("llm") and models and PUBLISHED_MODEL.lower() not in " ".join(models).lower():
             out.append(f"the LLM rows' model is {', '.join(models)} (the published runs used {PUBLISHED_MODEL})")
-    rl = sorted({d for text in summary["rl_departures"] for d in text.split("; ") if d})
-    out += [f"RL: {d}" for d in rl]
+    presets = summary["rl_preset"] if "rl_preset" in summary else pd.Series([""] * len(summary))
+    for preset in dict.fromkeys(p for p in presets if p):
+        texts = summary.loc[presets == preset, "rl_departures"]
+        named = sorted({d for text in texts for d in text.split("; ") if d})
+        label = PRESET_LABELS.get(preset, preset)
+        out.append(f"RL rows [{label}]: " + ("; ".join(named) if named else "none (METHOD.md's settings and rule)"))
+    legacy = summary.loc[presets == "", "rl_departures"] if "rl_preset" in summary else summary["rl_departures"]
+    out += [f"RL: {d}" for d in sorted({d for text in legacy for d in text.split("; ") if d})]
     if published(spec, "RL"):
         out.append(f"RL {published(spec, 'RL')}")
     if opts.scale != 1.0:
@@ -131,6 +180,7 @@ def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[
 
 def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
     figures = published(spec, "RESULTS", {})
+    deployed = getattr(spec, "deployed_mode", "mean")
     departures = protocol_departures(summary, spec, opts, refinements)
     analysts = sorted({a for a in summary["analyst"] if a != "-"})
     head = [f"# {spec.name}: {spec.metric.name} over {opts.seeds} unseen seeds",
@@ -145,10 +195,18 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
             + (" **Smoke profile: the numbers are meaningless.**" if opts.smoke else ""),
             "",
             "Primary column: the policy's mean action, as the published table evaluates it. Beside it, the policy as "
-            "the contract executes it (a seeded sample from its Gaussian, clipped to the bounds). RL rows keep the "
-            "final weights (the published rule)"
-            + ("; rows marked 'best checkpoint' hold the best weights by the mean action on the selection seeds from "
-               "the same training, whose selection resets are counted as extra" if opts.best_checkpoint else "")
+            "the contract executes it (a seeded sample from its Gaussian, clipped to the bounds). "
+            f"Deployed mode (what a robot runs; our RL selects and accepts checkpoints in it): "
+            f"**{'the mean action' if deployed == 'mean' else 'sampled actions'}**. "
+            "RL rows marked [RL: ours] use the product's default RL (named below: a trust region on every update, and "
+            "the checkpoint accepted only when it beats the accepted one on the selection seeds by more than their "
+            "noise; those selection resets are counted as extra); rows marked [RL: published settings] use METHOD.md's "
+            "settings and keep the final weights (the published rule), and only they stand beside the published "
+            "figures"
+            + ("; rows marked 'best checkpoint' hold the best weights by the deployed mode on the selection seeds "
+               "from the same training, whose selection resets are counted as extra" if opts.best_checkpoint else "")
+            + ". 'vs own IL' compares each RL row with its program's IL row seed by seed in the deployed mode "
+              "(paired one-sided t-tests)"
             + ". 'Resets (published count)' are the refinement's diagnostic episodes plus RL's training resets, "
               "as the published table counts them; 'extra resets' are those this protocol spends beyond it "
               "(selection episodes); evaluation episodes are never counted.",
@@ -158,8 +216,8 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
             *[f"- {d}" for d in departures],
             "",
             f"| condition | analyst | analyst calls | resets (published count) | extra resets | mean action: "
-            f"{spec.metric.name} (mean ± std) | success | sampled | RL weights | published |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            f"{spec.metric.name} (mean ± std) | success | sampled | RL weights | published | vs own IL, deployed mode |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
         success = r["mean_action_success_rate"]
         key = tuple(r["published_key"].split("/")) if r["published_key"] else None
@@ -168,7 +226,7 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
                     f"{r['mean_action_metric_mean']:.3f} ± {r['mean_action_metric_std']:.3f} | "
                     f"{'-' if success != success else f'{success:.0%}'} | "
                     f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['rl_checkpoint']} | "
-                    f"{figures.get(key, '-') if key else '-'} |")
+                    f"{figures.get(key, '-') if key else '-'} | {verdict(r)} |")
     return "\n".join(head) + "\n"
 
 

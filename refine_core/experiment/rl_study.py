@@ -153,10 +153,12 @@ def run_study(task_name: str, program: str, config, *, eval_seeds: int = 10, per
 
     def show(r: dict) -> None:
         last["state"] = copy.deepcopy(policy.state_dict())  # the final weights, even if "best" wins
-        sel = "" if math.isnan(r["selection_metric"]) else f" sel {r['selection_metric']:7.1f}"
+        sel = "" if math.isnan(r["selection_metric"]) else \
+            f" sel {r['selection_metric']:7.4g}{' accepted' if r.get('selection_accepted') else ''}"
         moved = sorted(((v["delta_max"], n) for n, v in r["params"].items()), reverse=True)[:3]
         print(f"u{r['update']:3d} ret {r['return_mean']:7.1f}±{r['return_std']:5.1f}{sel} "
-              f"H {r['entropy']:6.3f} kl {r['approx_kl']:.4f} clip {r['clip_frac']:.2f} "
+              f"H {r['entropy']:6.3f} kl {r['kl']:.5f} (approx {r['approx_kl']:.5f}, step kept {r['step_kept']:.3g}, "
+              f"epochs {r['epochs_done']}) clip {r['clip_frac']:.2f} "
               f"ratio[{r['ratio_q05']:.2f},{r['ratio_q50']:.2f},{r['ratio_q95']:.2f}] "
               f"moved " + ", ".join(f"{n} {d:.3f}" for d, n in moved), flush=True)
 

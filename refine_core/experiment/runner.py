@@ -4,9 +4,11 @@
     programs: MLP baseline; the zero-shot and the refined structure of a committed LLM run
               (--from-run), and/or of the offline catalogue (bundled starter, refined now or
               taken from a run directory), each row labelled with who wrote it
-    train jobs: IL on the demonstration, then RL at the low / high reset budget (final weights,
-                the published rule; with --best-checkpoint also the best weights on the
-                selection seeds from the same training, their extra resets counted)
+    train jobs: IL on the demonstration, then RL at the low / high reset budget under each RL
+                preset: ours (the product default: trust region, the checkpoint accepted in
+                the deployed mode) and published (METHOD.md: final weights; with
+                --best-checkpoint also the best weights on the selection seeds from the same
+                training, their extra resets counted)
     eval jobs:  each trained policy x each unseen evaluation seed, mean action and sampled
     outputs:    results/<task>/<date>/{table.md, episodes.csv, pvalues.md, rl_updates.csv, *.png,
                 summary.json}
@@ -27,12 +29,14 @@ from refine_core.experiment import outputs
 from refine_core.experiment.conditions import Condition, Program, conditions
 from refine_core.experiment.jobs import eval_job, pack_demo, train_job
 from refine_core.experiment.pool import map_jobs
-from refine_core.learn.rl import RLConfig
+from refine_core.learn.rl import PRESETS, RLConfig
 from refine_core.tasks.base import Task
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
 BEST_SELECT_EVERY = 5
 """Updates between selection evaluations when best-checkpoint rows are asked for."""
+SMOKE_RL = ("window",)
+"""RL settings a smoke run shrinks in every preset (the window must fit its 40-step episodes)."""
 
 
 class ExperimentSetupError(ValueError):
@@ -70,9 +74,12 @@ class ExperimentOptions:
     """Task description for a refinement run started here (None: the task's default)."""
     max_rounds: int = 6
     """Most rounds of a refinement run started here."""
+    rl_presets: tuple[str, ...] = field(default=("ours", "published"), metadata={"choices": tuple(PRESETS)})
+    """RL presets with rows of their own: "ours" (the product default, `learn.rl`) and
+    "published" (METHOD.md exactly; only these rows stand beside the published figures)."""
     best_checkpoint: bool = False
-    """Beside every RL row (final weights, the published rule), a row with the best weights on the
-    selection seeds from the same training; its selection resets are counted as extra."""
+    """Beside every published-preset RL row (final weights, the published rule), a row with the best
+    weights on the selection seeds from the same training; its selection resets are counted as extra."""
     out: Path = Path("results")
     """Results root: the results go to <out>/<task>/<date>/."""
     smoke: bool = False
@@ -82,11 +89,11 @@ class ExperimentOptions:
     group_size: int = 20
     """RL trajectories per update (capped by the budget)."""
     mlp_rl_lr: float | None = None
-    """Adam step for the MLP's RL; None is METHOD.md's 0.007 like every other program. Any
-    other value is a departure and the results table names it."""
+    """Adam step for the MLP's RL rows under our preset; None: the preset's step, like every other
+    program. The results table names it."""
     rl: dict = field(default_factory=dict)
-    """RLConfig fields set for every RL condition (options beyond the published method, e.g.
-    {"std_scale": 0.25}); the results table names each one used."""
+    """RLConfig fields changed in our preset's RL rows (e.g. {"std_scale": 0.25}); the published
+    rows keep METHOD.md's settings. The results table names every departure of every row."""
     max_steps: int | None = None
     """Cap on episode length (smoke runs)."""
     il: dict = field(default_factory=dict)
@@ -110,8 +117,7 @@ class ExperimentOptions:
         self.seeds, self.low_resets, self.high_resets = min(self.seeds, 2), 2, 4
         self.group_size, self.max_steps, self.max_rounds = 2, 40, min(self.max_rounds, 2)
         self.il = {"max_epochs": 30, **self.il}
-        self.rl = {"window": 10, **({"select_every": 1, "selection_episodes": 2} if self.best_checkpoint else {}),
-                   **self.rl}
+        self.rl = {"window": 10, "select_every": 1, "selection_episodes": 2, **self.rl}
         self.date = self.date or "smoke"
         return self
 
@@ -149,14 +155,16 @@ def run_experiment(opts: ExperimentOptions) -> Path:
     by_key = {p.key: p for p in programs}
 
     # 2. Train every program once per budget (IL, then RL from the IL weights), in parallel.
-    conds = conditions(programs, opts.low_resets, opts.high_resets, best=opts.best_checkpoint)
-    plans = sorted({(c.program, c.rl_resets) for c in conds}, key=lambda k: ([p.key for p in programs].index(k[0]),
-                                                                             k[1]))
-    train = [(spec.name, by_key[key].source, demo_npz, opts.il, rl_config(by_key[key], resets, opts))
-             for key, resets in plans]
+    conds = conditions(programs, opts.low_resets, opts.high_resets, best=opts.best_checkpoint,
+                       presets=tuple(opts.rl_presets))
+    order = [p.key for p in programs]
+    plans = sorted({(c.program, c.rl_resets, c.preset) for c in conds},
+                   key=lambda k: (order.index(k[0]), k[1], k[2]))
+    train = [(spec.name, by_key[key].source, demo_npz, opts.il, rl_config(by_key[key], resets, opts, preset))
+             for key, resets, preset in plans]
     workers = opts.workers or os.cpu_count() or 1
     done = map_jobs(train_job, train, workers=workers, ray_address=opts.ray, desc="train")
-    trained = [condition_weights(c, done[plans.index((c.program, c.rl_resets))]) for c in conds]
+    trained = [condition_weights(c, done[plans.index((c.program, c.rl_resets, c.preset))]) for c in conds]
 
     # 3. Evaluate each trained policy on the unseen evaluation seeds.
     seeds = evaluation_seeds(task, opts.seeds)
@@ -169,7 +177,7 @@ def run_experiment(opts: ExperimentOptions) -> Path:
         for r in results[i * len(seeds):(i + 1) * len(seeds)]:
             rows.append({"condition": cond.name, "label": cond.label, **r})
     episodes = pd.DataFrame(rows)
-    summary = outputs.summarise(conds, episodes, trained, by_key)
+    summary = outputs.summarise(conds, episodes, trained, by_key, spec)
     store(out / "experiment.db", opts, conds, episodes, trained, refinements)
     outputs.write_all(out, spec, conds, episodes, trained, programs, refinements, summary, opts,
                       wall_time_s=time.perf_counter() - started)
@@ -192,24 +200,35 @@ def evaluation_seeds(task: Task, n: int) -> list[int]:
     return seeds[:n]
 
 
-def rl_config(program: Program, resets: int, opts: ExperimentOptions) -> dict | None:
-    """RL settings of one training: the published rule (final weights, no selection resets),
-    with selection evaluations added when best-checkpoint rows are asked for (they never
-    change the final weights, see `learn.rl`)."""
+def rl_config(program: Program, resets: int, opts: ExperimentOptions, preset: str = "ours") -> dict | None:
+    """RL settings of one training, every field spelled out. "ours": the product default with
+    `opts.rl` (and `mlp_rl_lr`) on top, the accepted checkpoint. "published": METHOD.md's
+    settings and rule (final weights, no selection resets), with selection evaluations added
+    when best-checkpoint rows are asked for (they never change the final weights, see
+    `learn.rl`); a smoke run's shrunken window applies to both."""
+    from dataclasses import asdict
+
     if resets == 0:
         return None
-    if opts.rl.get("checkpoint", "final") != "final":
-        raise ExperimentSetupError("RL rows keep the final weights (the published rule); ask for best-checkpoint rows "
-                         "beside them with --best-checkpoint instead of --rl-set checkpoint=best")
-    cfg = {**opts.rl, "reset_budget": resets, "group_size": min(opts.group_size, resets), "checkpoint": "final"}
-    if opts.best_checkpoint:
-        cfg.setdefault("select_every", BEST_SELECT_EVERY)
-    if program.role == "mlp" and opts.mlp_rl_lr is not None:
-        cfg["lr"] = opts.mlp_rl_lr
+    if preset == "ours":
+        if opts.rl.get("checkpoint", "accepted") == "best":
+            raise ExperimentSetupError("our rows keep the accepted checkpoint; ask for best-checkpoint rows beside the "
+                                       "published ones with --best-checkpoint instead of --rl-set checkpoint=best")
+        changes = dict(opts.rl)
+        if program.role == "mlp" and opts.mlp_rl_lr is not None:
+            changes["lr"] = opts.mlp_rl_lr
+    elif preset == "published":
+        changes = {k: v for k, v in opts.rl.items() if k in SMOKE_RL} if opts.smoke else {}
+        changes["select_every"] = BEST_SELECT_EVERY if opts.best_checkpoint else 0
+        if opts.smoke and opts.best_checkpoint:
+            changes.update({k: opts.rl[k] for k in ("select_every", "selection_episodes") if k in opts.rl})
+    else:
+        raise ExperimentSetupError(f"unknown RL preset {preset!r} (presets: {', '.join(PRESETS)})")
+    changes.update(reset_budget=resets, group_size=min(opts.group_size, resets))
     if opts.max_steps:
-        cfg["max_steps"] = opts.max_steps
+        changes["max_steps"] = opts.max_steps
     try:
-        RLConfig(**cfg)  # refuse a bad setting before any job starts
+        cfg = asdict(RLConfig.preset(preset, **changes))  # refuse a bad setting before any job starts
     except ValueError as exc:
         raise ExperimentSetupError(f"RL settings: {exc}") from None
     return cfg

@@ -22,6 +22,8 @@ import numpy as np
 
 DESCRIPTION_VARIANTS: tuple[str, ...] = ("published", "detailed")
 """Every description variant a task may offer; each task lists the ones it has, default first."""
+ACTION_MODES: tuple[str, ...] = ("mean", "sample")
+"""How a policy's action is executed: its Gaussian's mean, or a seeded draw from it."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,11 @@ class TaskSpec:
     extra: dict = field(default_factory=dict)
     control_period_s: float = 0.02
     """Simulated seconds per step (replay clocks use it)."""
+    deployed_mode: str = "mean"
+    """The action mode the policy runs in when it is deployed: the mean action on a robot
+    (nobody ships a policy that adds noise to its commands). Post-refinement RL selects and
+    accepts its checkpoints in this mode, so RL improves what the robot runs; an evaluation
+    mode chosen to match published figures may differ."""
     description_variant: str = "detailed"
     """Which description the texts of this spec are (`DESCRIPTION_VARIANTS`); runs and result
     tables name it."""
@@ -92,6 +99,8 @@ class TaskSpec:
     published description, so the analyst must not read `handle_x` there."""
 
     def __post_init__(self) -> None:
+        if self.deployed_mode not in ACTION_MODES:
+            raise ValueError(f"task {self.name}: deployed mode {self.deployed_mode!r} is not one of {ACTION_MODES}")
         if self.description_variant not in DESCRIPTION_VARIANTS:
             raise ValueError(f"task {self.name}: description variant {self.description_variant!r} is not one of "
                              f"{DESCRIPTION_VARIANTS}")

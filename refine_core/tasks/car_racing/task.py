@@ -132,6 +132,7 @@ def make_spec(description: str = "published") -> TaskSpec:
         metric=MetricSpec("return", True, metric),
         episode_steps=EPISODE_STEPS,
         control_period_s=0.02,  # CarRacing runs at 50 frames per second
+        deployed_mode="mean",  # a robot runs the mean action (RL selects in this mode)
         description_variant=description,
     )
 
