@@ -518,7 +518,7 @@ def test_a_cancelled_rollout_ends_its_wait_and_reports_every_planned_episode(con
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypatch):
-    """The real-arm flow from the README's checklist with fake drivers: a demonstration is
+    """The real-arm flow from docs/ROBOT_CHECKLIST.md with fake drivers: a demonstration is
     teleoperated on the arm (`refine up arm_real_record_demo --live` in its own process, a
     gamepad through joy_teleop and the safety node), fitted, and then the whole arm_real
     profile runs in one process, dry run, with its own episode counts (one diagnostic, one

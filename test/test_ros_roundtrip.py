@@ -48,7 +48,7 @@ def test_bad_sets_are_profile_errors(text):
 
 
 def test_a_whole_number_set_on_a_double_parameter_is_written_as_a_double(tmp_path):
-    """`--set demo_recorder.reset_time=10` (README): YAML reads an int, and a node started from a
+    """`--set demo_recorder.reset_time=10` (docs/ROBOT_CHECKLIST.md): YAML reads an int, and a node started from a
     params file (`--processes`, ros2 launch) refuses an int for a double parameter."""
     recorder = plan_profile("arm_real_record_demo", UpOptions(run_dir=tmp_path, sets=["demo_recorder.reset_time=3",
                                                                                        "demo_recorder.takes=2"]))

@@ -1,10 +1,10 @@
-"""The whole real-robot workflow rehearsed on each robot's physics twin, as the README's twin
+"""The whole real-robot workflow rehearsed on each robot's physics twin, as docs/ROBOT_CHECKLIST.md's twin
 commands run it, with small step caps: a take teleoperated through the safety node (`refine
 up arm_real_record_demo --twin`, a gamepad held with the dead-man down, demo/start, demo/stop,
 demo/label true, demo/keep), then `refine up arm_real --twin` fits that take, runs a round and its live
 episodes on the twin, each after the operator's confirmation, with the safety node in the
 path; the same for the car (`rc_car_real`, the track detector reading the twin's camera).
-Every node is a process of its own (`refine up --processes`, as the README runs it); the
+Every node is a process of its own (`refine up --processes`, as the checklist runs it); the
 gamepad and the operator are this test. `tools/rehearse_twin.py` runs the full-size version
 (two takes, two rounds, the task's episode length)."""
 
