@@ -118,11 +118,11 @@ def test_an_rl_row_is_compared_with_its_own_il_row_seed_by_seed():
     seeds = range(1000, 1005)
     base = [900.0, 910.0, 905.0, 100.0, 920.0]
     worse = [880.0, 895.0, 890.0, 90.0, 900.0]  # worse on every track
-    episodes = pd.DataFrame([{"condition": il.name, "seed": s, "mean_action_metric": v} for s, v in zip(seeds, base)]
-                            + [{"condition": rl.name, "seed": s, "mean_action_metric": v} for s, v in zip(seeds, worse)])
+    episodes = pd.DataFrame([{"condition": il.name, "seed": s, "mean_action_metric": v} for s, v in zip(seeds, base, strict=True)]
+                            + [{"condition": rl.name, "seed": s, "mean_action_metric": v} for s, v in zip(seeds, worse, strict=True)])
     out = paired_against_il(episodes, rl, "mean_action_metric", True)
-    assert out["vs_il_delta"] == pytest.approx(-15.0) and out["vs_il_p_worse"] < 0.01 and out["vs_il_p_better"] > 0.99
-    assert verdict(out).startswith("worse (-15")
+    assert out["vs_il_delta"] == pytest.approx(-16.0) and out["vs_il_p_worse"] < 0.01 and out["vs_il_p_better"] > 0.99
+    assert verdict(out).startswith("worse (-16")
     # lower is better (the door): the same numbers say RL is better
     assert verdict(paired_against_il(episodes, rl, "mean_action_metric", False)).startswith("better")
     same = episodes.assign(mean_action_metric=base * 2)
@@ -227,3 +227,36 @@ def test_a_run_from_a_given_program_has_a_start_row_standing_for_no_published_fi
     from refine_core.tasks.car_racing.published import RESULTS as PUBLISHED_CAR
 
     assert all(PUBLISHED_CAR.get(c.published_key) is None for c in conditions([start], 400, 2000))
+
+
+def test_an_earlier_row_is_reused_only_with_the_same_program_settings_and_il_row(tmp_path):
+    from refine_core.experiment import reuse
+    from refine_core.experiment.runner import ExperimentOptions, rl_config
+
+    refined = PROGRAMS[2]
+    config = rl_config(refined, 400, ExperimentOptions(task="car_racing"), "published")
+    il = pd.DataFrame({"seed": [1000, 1001], "metric": [900.0, 880.0], "mean_action_metric": [910.0, 905.0],
+                       "return": [900.0, 880.0], "mean_action_return": [910.0, 905.0]})
+    rl = il.assign(metric=[800.0, 700.0])
+    folder = tmp_path / "earlier"
+    folder.mkdir()
+    pd.concat([il.assign(condition="refined_il"), rl.assign(condition="refined_rl_low")]).to_csv(
+        folder / "episodes.csv", index=False)
+    older = {k: v for k, v in config.items() if k not in ("target_kl", "kl_backtracks", "selection_mode",
+                                                           "accept_alpha")}  # a record from before the trust region
+    (folder / "summary.json").write_text(json.dumps({"rl": {"refined_rl_low": {
+        "checkpoint": "final", "updates": 20, "resets": 400, "config": {**older, "select_every": 5}}}}))
+    pd.DataFrame([{"condition": "refined_rl_low", "update": 1, "return_mean": 1.0, "params": "{}"}]).to_csv(
+        folder / "rl_updates.csv", index=False)
+    (folder / "program_refined.py").write_text("SOURCE")
+    earlier = reuse.load(folder)
+    assert reuse.find(earlier, "refined", "SOURCE", il, config) == "refined_rl_low", "selection fields do not matter"
+    assert reuse.find(earlier, "refined", "OTHER SOURCE", il, config) is None
+    assert reuse.find(earlier, "refined", "SOURCE", il.assign(metric=[900.0, 880.5]), config) is None, \
+        "an IL row that does not reproduce pins nothing"
+    assert reuse.find(earlier, "refined", "SOURCE", il, {**config, "lr": 0.001}) is None
+    ours = rl_config(refined, 400, ExperimentOptions(task="car_racing"))
+    assert reuse.find(earlier, "refined", "SOURCE", il, ours) is None, "our rows are never reused"
+    job = reuse.reused_job(earlier, "refined_rl_low", {"il": 1})
+    assert job["rl"]["curve"][0]["return_mean"] == 1.0 and job["reused_from"].endswith("refined_rl_low")
+    assert [r["metric"] for r in reuse.reused_episodes(earlier, "refined_rl_low")] == [800.0, 700.0]

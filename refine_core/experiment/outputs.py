@@ -99,7 +99,7 @@ def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict
             "metric_mean": float(np.nanmean(metric)), "metric_std": float(np.nanstd(metric)),
             "success_rate": float(ep["success"].mean()),
             "rl_checkpoint": rl_checkpoint_text(rl), "rl_departures": "; ".join(rl.get("departures") or []),
-            "rl_preset": cond.preset, "deployed_mode": deployed,
+            "rl_preset": cond.preset, "deployed_mode": deployed, "reused_from": t.get("reused_from") or "",
             **paired_against_il(episodes, cond, mode_column(deployed), higher),
             "published_key": "/".join(cond.published_key) if cond.published_key else "",
             "episodes": len(ep), "errors": int(ep["error"].notna().sum()) if "error" in ep else 0,
@@ -170,6 +170,11 @@ def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[
     out += [f"RL: {d}" for d in sorted({d for text in legacy for d in text.split("; ") if d})]
     if published(spec, "RL"):
         out.append(f"RL {published(spec, 'RL')}")
+    if "reused_from" in summary and summary["reused_from"].astype(bool).any():
+        taken = summary[summary["reused_from"].astype(bool)]
+        out.append("not trained again, taken from an earlier folder with the same program, RL settings and IL row "
+                   "(reproduced here seed for seed): " + "; ".join(
+                       f"{r.condition} <- {r.reused_from}" for r in taken.itertuples()))
     if opts.scale != 1.0:
         out.append(f"RL budgets {opts.low_resets:,} / {opts.high_resets:,}, scaled x{opts.scale:g} from the "
                    "published 400 / 2,000")

@@ -153,6 +153,8 @@ def run_study(task_name: str, program: str, config, *, eval_seeds: int = 10, per
 
     def show(r: dict) -> None:
         last["state"] = copy.deepcopy(policy.state_dict())  # the final weights, even if "best" wins
+        if "start_selection_metric" in r:
+            print(f"u  0 sel {r['start_selection_metric']:7.4g} (the starting weights)", flush=True)
         sel = "" if math.isnan(r["selection_metric"]) else \
             f" sel {r['selection_metric']:7.4g}{' accepted' if r.get('selection_accepted') else ''}"
         moved = sorted(((v["delta_max"], n) for n, v in r["params"].items()), reverse=True)[:3]

@@ -98,6 +98,10 @@ class ExperimentOptions:
     """Cap on episode length (smoke runs)."""
     il: dict = field(default_factory=dict)
     """ILConfig fields set for every fit; the results table names them."""
+    reuse: Path | None = None
+    """An earlier results folder of this task: a final-weights RL row there with the same program source
+    and RL settings is taken instead of trained again, when the program's IL row here reproduces that
+    folder's seed for seed (both modes). The table names every reused row."""
 
     @classmethod
     def from_args(cls, args) -> ExperimentOptions:
@@ -154,28 +158,51 @@ def run_experiment(opts: ExperimentOptions) -> Path:
     programs, refinements = experiment_programs(opts, task, out)
     by_key = {p.key: p for p in programs}
 
-    # 2. Train every program once per budget (IL, then RL from the IL weights), in parallel.
+    # 2. Train every program once per budget (IL, then RL from the IL weights), in parallel:
+    #    the IL rows first, so that rows of an earlier folder (--reuse) can be checked against them.
     conds = conditions(programs, opts.low_resets, opts.high_resets, best=opts.best_checkpoint,
                        presets=tuple(opts.rl_presets))
     order = [p.key for p in programs]
     plans = sorted({(c.program, c.rl_resets, c.preset) for c in conds},
                    key=lambda k: (order.index(k[0]), k[1], k[2]))
-    train = [(spec.name, by_key[key].source, demo_npz, opts.il, rl_config(by_key[key], resets, opts, preset))
-             for key, resets, preset in plans]
+    configs = {plan: rl_config(by_key[plan[0]], plan[1], opts, plan[2]) for plan in plans}
     workers = opts.workers or os.cpu_count() or 1
-    done = map_jobs(train_job, train, workers=workers, ray_address=opts.ray, desc="train")
-    trained = [condition_weights(c, done[plans.index((c.program, c.rl_resets, c.preset))]) for c in conds]
-
-    # 3. Evaluate each trained policy on the unseen evaluation seeds.
     seeds = evaluation_seeds(task, opts.seeds)
-    evals = [(spec.name, t["bundle"], s, opts.max_steps) for t in trained for s in seeds]
-    results = map_jobs(eval_job, evals, workers=workers, ray_address=opts.ray, desc="evaluate")
+    il_plans = [plan for plan in plans if plan[1] == 0]
+    done = dict(zip(il_plans, train_plans(spec.name, il_plans, configs, by_key, demo_npz, opts, workers), strict=True))
+    il_rows = evaluate([done[plan]["bundle"] for plan in il_plans], seeds, spec, opts, workers)
+    il_episodes = {plan[0]: pd.DataFrame(rows) for plan, rows in zip(il_plans, il_rows, strict=True)}
+    episodes_of = {plan: rows for plan, rows in zip(il_plans, il_rows, strict=True)}
+    rl_plans = [plan for plan in plans if plan[1] > 0]
+    if opts.reuse is not None:
+        from refine_core.experiment import reuse
+
+        earlier = reuse.load(opts.reuse)
+        for plan in rl_plans:
+            if opts.best_checkpoint and plan[2] == "published":
+                continue  # its best-checkpoint twin needs the weights the earlier folder did not keep
+            name = reuse.find(earlier, plan[0], by_key[plan[0]].source, il_episodes[plan[0]], configs[plan])
+            if name is not None:
+                done[plan] = reuse.reused_job(earlier, name, done[(plan[0], 0, "")]["il"])
+                episodes_of[plan] = reuse.reused_episodes(earlier, name)
+    todo = [plan for plan in rl_plans if plan not in done]
+    done.update(zip(todo, train_plans(spec.name, todo, configs, by_key, demo_npz, opts, workers), strict=True))
+    trained = [condition_weights(c, done[(c.program, c.rl_resets, c.preset)]) for c in conds]
+
+    # 3. Evaluate each trained policy on the unseen evaluation seeds (the IL rows already are).
+    fresh = [(c, t) for c, t in zip(conds, trained, strict=True)
+             if (c.program, c.rl_resets, c.preset) not in episodes_of or c.checkpoint == "best"]
+    for (cond, _t), rows in zip(fresh, evaluate([t["bundle"] for _c, t in fresh], seeds, spec, opts, workers),
+                                strict=True):
+        episodes_of[cond.name] = rows
 
     # 4. Tables, statistics, plots; everything also lands in experiment.db.
     rows = []
-    for i, cond in enumerate(conds):
-        for r in results[i * len(seeds):(i + 1) * len(seeds)]:
-            rows.append({"condition": cond.name, "label": cond.label, **r})
+    for cond in conds:
+        found = episodes_of.get(cond.name)
+        if found is None:
+            found = episodes_of[(cond.program, cond.rl_resets, cond.preset)]
+        rows += [{"condition": cond.name, "label": cond.label, **r} for r in found]
     episodes = pd.DataFrame(rows)
     summary = outputs.summarise(conds, episodes, trained, by_key, spec)
     store(out / "experiment.db", opts, conds, episodes, trained, refinements)
@@ -184,13 +211,28 @@ def run_experiment(opts: ExperimentOptions) -> Path:
     return out
 
 
+def train_plans(task_name: str, plans: list[tuple], configs: dict, by_key: dict[str, Program], demo_npz: bytes,
+                opts: ExperimentOptions, workers: int) -> list[dict]:
+    """One training job per (program, budget, preset): IL, then RL with its settings."""
+    jobs = [(task_name, by_key[key].source, demo_npz, opts.il, configs[(key, resets, preset)])
+            for key, resets, preset in plans]
+    return map_jobs(train_job, jobs, workers=workers, ray_address=opts.ray, desc="train") if jobs else []
+
+
+def evaluate(bundles: list[bytes], seeds: list[int], spec, opts: ExperimentOptions, workers: int) -> list[list[dict]]:
+    """Each policy on every evaluation seed; per policy its rows in seed order."""
+    jobs = [(spec.name, bundle, s, opts.max_steps) for bundle in bundles for s in seeds]
+    results = map_jobs(eval_job, jobs, workers=workers, ray_address=opts.ray, desc="evaluate") if jobs else []
+    return [results[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(bundles))]
+
+
 def condition_weights(cond: Condition, job: dict) -> dict:
     """A condition's share of its training job: the final weights, or the best ones."""
     if cond.checkpoint == "best":
         if "best_bundle" not in job:
             raise RuntimeError(f"{cond.name}: the training kept no best checkpoint (no selection evaluation ran)")
         return {"bundle": job["best_bundle"], "il": job["il"], "rl": job["rl_best"]}
-    return {"bundle": job["bundle"], "il": job["il"], "rl": job["rl"]}
+    return {k: v for k, v in job.items() if k not in ("best_bundle", "rl_best")}
 
 
 def evaluation_seeds(task: Task, n: int) -> list[int]:
