@@ -106,6 +106,25 @@ def test_the_accepted_checkpoint_is_the_starting_weights_unless_a_candidate_wins
     assert report.curve[-1]["params"]["gain"]["value"][0] != pytest.approx(-2.0), "training did move"
 
 
+def test_a_worse_candidate_sends_training_back_to_the_accepted_weights():
+    task = DriftTask()
+    common = dict(group_size=4, reset_budget=40, lr=0.5, window=5, select_every=1, target_kl=None)
+    policy = DriftPolicy(gain=-2.0)
+    restored_with = []
+
+    def watch(record):
+        if record.get("selection_restored"):
+            restored_with.append(policy.gain.item())
+
+    report = train_rl(task, policy, RLConfig(**common), progress=False, on_update=watch)
+    assert restored_with and all(g == -2.0 for g in restored_with), "the next update starts from the accepted gain"
+    assert "restart" in report.describe_checkpoint()
+    assert any("restarts from the accepted weights" in d for d in report.departures)
+    plain = train_rl(task, DriftPolicy(gain=-2.0), RLConfig(**common, restore_on_regression=False), progress=False)
+    assert not any(s["restored"] for s in plain.selection)
+    assert plain.checkpoint_update == 0, "with or without restarts, nothing beat the optimum"
+
+
 def test_a_candidate_that_is_better_on_every_selection_seed_is_accepted_and_handed_back():
     task = DriftTask()
     policy = DriftPolicy(gain=0.0)  # does nothing: RL has room

@@ -156,7 +156,8 @@ def run_study(task_name: str, program: str, config, *, eval_seeds: int = 10, per
         if "start_selection_metric" in r:
             print(f"u  0 sel {r['start_selection_metric']:7.4g} (the starting weights)", flush=True)
         sel = "" if math.isnan(r["selection_metric"]) else \
-            f" sel {r['selection_metric']:7.4g}{' accepted' if r.get('selection_accepted') else ''}"
+            f" sel {r['selection_metric']:7.4g}{' accepted' if r.get('selection_accepted') else ''}" \
+            f"{' (restart from the accepted weights)' if r.get('selection_restored') else ''}"
         moved = sorted(((v["delta_max"], n) for n, v in r["params"].items()), reverse=True)[:3]
         print(f"u{r['update']:3d} ret {r['return_mean']:7.1f}±{r['return_std']:5.1f}{sel} "
               f"H {r['entropy']:6.3f} kl {r['kl']:.5f} (approx {r['approx_kl']:.5f}, step kept {r['step_kept']:.3g}, "

@@ -74,7 +74,8 @@ larger ones (the MLP's layers) only the size of their change."""
 PUBLISHED = {"group_size": 20, "gamma": 0.98, "window": 150, "clip_eps": 0.2, "entropy_coef": 0.01,
              "lr": 0.007, "epochs": 3}
 """METHOD.md's values (window 150 is the car's; the door's is not published)."""
-PUBLISHED_RULES = {"target_kl": None, "checkpoint": "final", "select_every": 0, "std_scale": 1.0}
+PUBLISHED_RULES = {"target_kl": None, "checkpoint": "final", "select_every": 0, "std_scale": 1.0,
+                   "restore_on_regression": False}
 """What METHOD.md does not have at all: no trust region beyond the clipped surrogate, the final
 weights, no selection evaluation, the IL noise."""
 
@@ -145,6 +146,11 @@ class RLConfig:
     paired one-sided t-test over the selection seeds says it beats the accepted checkpoint at
     level accept_alpha / (number of candidate evaluations) (Bonferroni), so a run hands back
     weights that are not better on the selection seeds with probability at most accept_alpha."""
+    restore_on_regression: bool = True
+    """With the accepted checkpoint: when a candidate is worse than the accepted weights (the
+    same paired test the other way round, at level accept_alpha), training goes on from the
+    accepted weights with a fresh optimiser instead of from the candidate, so a run that
+    drifted into a collapse spends its remaining resets from a good policy."""
     # -- further departures, all off in both presets ------------------------------------------
     max_grad_norm: float | None = None
     """Clip the gradient norm before each Adam step (None: no clipping, as published)."""
@@ -237,6 +243,9 @@ class RLConfig:
             out.append(best_checkpoint_departure(self))
         if self.checkpoint == "accepted":
             out.append(accepted_checkpoint_departure(self))
+            if self.restore_on_regression:
+                out.append(f"training restarts from the accepted weights when a candidate is worse (paired test, "
+                           f"alpha {self.accept_alpha:g})")
         return out
 
     def preset_name(self) -> str:
@@ -320,10 +329,12 @@ class RLReport:
         if self.checkpoint == "accepted" and self.accepted_update is not None:
             candidates = [s for s in self.selection if s["update"] > 0]
             taken = sum(bool(s.get("accepted")) for s in candidates)
+            restarts = sum(bool(s.get("restored")) for s in candidates)
+            again = f", {restarts} restart{'s' if restarts != 1 else ''} from it" if restarts else ""
             if self.accepted_update == 0:
-                return f"accepted: the starting weights (none of {len(candidates)} candidates beat them)"
+                return f"accepted: the starting weights (none of {len(candidates)} candidates beat them{again})"
             return (f"accepted: update {self.accepted_update}/{self.updates} ({taken} of {len(candidates)} "
-                    f"candidates accepted; {self.accepted_selection_metric:.4g})")
+                    f"candidates accepted{again}; {self.accepted_selection_metric:.4g})")
         return f"final: update {self.updates}/{self.updates}"
 
 
@@ -646,12 +657,13 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
     best_state: dict[str, torch.Tensor] | None = None
     accepted_state: dict[str, torch.Tensor] | None = None
     accepted_scores: list[float] = []
+    restore = config.checkpoint == "accepted" and config.restore_on_regression
 
     def select(update: int) -> dict:
-        nonlocal best_state, accepted_state, accepted_scores
+        nonlocal best_state, accepted_state, accepted_scores, optimiser
         score = selection_score(task, policy, seeds, config.max_steps, mode)
         report.selection_resets += len(seeds)
-        entry = {"update": update, "resets": report.resets, **score}
+        entry = {"update": update, "resets": report.resets, **score, "restored": False}
         if update == 0:
             ok, p_value = True, math.nan  # RL's starting weights: accepted by definition
         else:
@@ -666,6 +678,11 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
             best_state = copy.deepcopy(policy.state_dict())
             if on_best is not None:
                 on_best(copy.deepcopy(best_state))
+        if (not ok and restore and update < total_updates
+                and accepts(accepted_scores, score["per_seed"], metric.higher_is_better, config.accept_alpha)[0]):
+            policy.load_state_dict(accepted_state)  # the rest of the run starts again from the accepted weights
+            optimiser = _optimiser(policy, config)
+            entry["restored"] = True
         return entry
 
     if config.select_every:
@@ -742,6 +759,7 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
             entry = select(update)
             record["selection_metric"], record["selection_return"] = entry["metric"], entry["return"]
             record["selection_accepted"], record["selection_p"] = float(entry["accepted"]), entry["p_value"]
+            record["selection_restored"] = float(entry["restored"])
         if update == 1 and report.selection:  # so the stored records alone draw the whole selection curve
             record["start_selection_metric"] = report.selection[0]["metric"]
         record["seconds"] = time.perf_counter() - tick
