@@ -133,17 +133,21 @@ def test_a_candidate_that_is_better_on_every_selection_seed_is_accepted_and_hand
     report = train_rl(task, policy, config, progress=False)
     assert report.accepted_update is not None and report.accepted_update > 0
     chosen = next(s for s in report.selection if s["update"] == report.accepted_update)
-    assert chosen["accepted"] and chosen["p_value"] < config.accept_alpha / config.candidate_evaluations
+    assert chosen["accepted"] and chosen["p_value"] < config.accept_alpha
     assert mean_action_return(task, policy, task.spec.selection_seeds) == pytest.approx(
         report.accepted_selection_metric)
     assert report.accepted_selection_metric > report.selection[0]["metric"]
+    assert report.selection_resets == config.planned_selection_resets == 3 * 10
 
 
-def test_bonferroni_over_the_runs_candidate_evaluations():
+def test_candidate_evaluations_count_every_selection_after_an_update():
     assert RLConfig(reset_budget=2000, select_every=5).candidate_evaluations == 20
     assert RLConfig(reset_budget=400, select_every=5).candidate_evaluations == 4
     assert RLConfig(reset_budget=440, select_every=5).candidate_evaluations == 5  # and after the last update
     assert RLConfig.preset("published").candidate_evaluations == 0
+    assert RLConfig(reset_budget=2000, select_every=5).planned_selection_resets == 21 * 10
+    assert RLConfig(reset_budget=400, select_every=5).planned_selection_resets == 50
+    assert RLConfig.preset("published").planned_selection_resets == 0
 
 
 # ------------------------------------------------------------------ the deployed mode

@@ -185,6 +185,7 @@ def run_experiment(opts: ExperimentOptions) -> Path:
             if name is not None:
                 done[plan] = reuse.reused_job(earlier, name, done[(plan[0], 0, "")]["il"])
                 episodes_of[plan] = reuse.reused_episodes(earlier, name)
+                print(f"reused: {plan[0]} RL {plan[1]:,} [{plan[2]}] <- {opts.reuse}/{name}", flush=True)
     todo = [plan for plan in rl_plans if plan not in done]
     done.update(zip(todo, train_plans(spec.name, todo, configs, by_key, demo_npz, opts, workers), strict=True))
     trained = [condition_weights(c, done[(c.program, c.rl_resets, c.preset)]) for c in conds]
