@@ -22,7 +22,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
     p = sub.add_parser("rl", help=HELP,
                        description="Record the demonstration, fit PROGRAM by IL, run RL from the IL weights printing "
-                                   "every update, and evaluate the IL, final and best weights on the evaluation seeds.")
+                                   "every update, and evaluate the IL, final and kept (accepted or best) weights on "
+                                   "the evaluation seeds.")
     p.add_argument("--task", default="car_racing", help="task name (see `refine tasks`)")
     p.add_argument("--program", help="'mlp', 'starter' or a program file")
     p.add_argument("--eval-seeds", type=int, default=10, help="evaluation seeds at the end (0: none)")
