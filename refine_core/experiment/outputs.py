@@ -265,38 +265,62 @@ def rl_updates_frame(conds: list[Condition], trained: list[dict]) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+RL_STYLES = {("ours", "rl_low"): ("C0", "-"), ("ours", "rl_high"): ("C1", "-"),
+             ("published", "rl_low"): ("C2", "--"), ("published", "rl_high"): ("C3", "--")}
+"""Colour and line of each (preset, budget) in the RL figure, the same in every panel."""
+
+
 def plot_rl_curves(conds: list[Condition], trained: list[dict], spec, path: Path) -> bool:
-    """Per RL condition: the sampled group return it trains on, and the mean action on the
-    selection seeds that picks its checkpoint, against environment resets."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-    drawn = False
-    for i, (cond, t) in enumerate(zip(conds, trained, strict=True)):
-        rl = t.get("rl") or {}
-        curve, selection = rl.get("curve") or [], rl.get("selection") or []
-        if not curve:
-            continue
-        colour = f"C{i % 10}"
-        axes[0].plot([c["resets"] for c in curve], [c.get("return_mean", c.get("mean_return")) for c in curve],
-                     ".-", color=colour, label=cond.label, alpha=0.8)
-        if selection:
-            axes[1].plot([s["resets"] for s in selection], [s["metric"] for s in selection], "o-", color=colour,
-                         label=cond.label)
-            best = rl.get("best_update")
-            chosen = [s for s in selection if s["update"] == best and rl.get("checkpoint") == "best"]
-            if chosen:
-                axes[1].plot(chosen[0]["resets"], chosen[0]["metric"], "*", ms=14, color=colour)
-        drawn = True
-    if not drawn:
-        plt.close(fig)
+    """One column per program: the sampled return of each training group (what RL optimises)
+    and the selection-seed score in the deployed mode (what a robot runs), against training
+    resets; ours solid, published settings dashed; filled stars mark accepted checkpoints,
+    crosses the candidates after which training restarted from the accepted weights, and a
+    large ring the weights each row's policy holds."""
+    runs = [(c, t.get("rl") or {}) for c, t in zip(conds, trained, strict=True)
+            if (t.get("rl") or {}).get("curve") and c.checkpoint != "best"]
+    if not runs:
         return False
-    axes[0].set_title("sampled return of each training group")
-    axes[1].set_title(f"mean action on the selection seeds ({spec.metric.name}); * = checkpoint used")
-    for ax in axes:
-        ax.set_xlabel("environment resets")
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(f"{spec.name}: RL learning curves")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    programs = list(dict.fromkeys(c.program for c, _ in runs))
+    fig, axes = plt.subplots(2, len(programs), figsize=(4.6 * len(programs), 6.4), squeeze=False, sharex="col")
+    for col, key in enumerate(programs):
+        top, bottom = axes[0][col], axes[1][col]
+        for cond, rl in runs:
+            if cond.program != key:
+                continue
+            colour, line = RL_STYLES.get((cond.preset, cond.training), ("C7", ":"))
+            label = f"{PRESET_LABELS.get(cond.preset, cond.preset)}, {cond.rl_resets:,} resets"
+            curve = rl["curve"]
+            top.plot([c["resets"] for c in curve], [c.get("return_mean", c.get("mean_return")) for c in curve],
+                     line, color=colour, alpha=0.7, lw=1, label=label)
+            selection = rl.get("selection") or []
+            if not selection:
+                continue
+            bottom.plot([s["resets"] for s in selection], [s["metric"] for s in selection], line, marker=".",
+                        color=colour, label=label)
+            taken = [s for s in selection if s.get("accepted") and s["update"] > 0]
+            bottom.plot([s["resets"] for s in taken], [s["metric"] for s in taken], "*", ms=11, color=colour)
+            again = [s for s in selection if s.get("restored")]
+            bottom.plot([s["resets"] for s in again], [s["metric"] for s in again], "x", ms=7, color=colour)
+            kept = [s for s in selection if s["update"] == rl.get("checkpoint_update")]
+            if kept and rl.get("checkpoint") != "final":
+                bottom.plot(kept[0]["resets"], kept[0]["metric"], "o", ms=13, mfc="none", color=colour)
+        name = next(c.label for c, _ in runs if c.program == key).split(" + RL")[0]
+        top.set_title(name if len(name) < 60 else name[:57] + "...", fontsize=8)
+        bottom.set_xlabel("training resets")
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("sampled return of each group")
+    mode = getattr(spec, "deployed_mode", "mean")
+    axes[1][0].set_ylabel(f"{spec.metric.name}, selection seeds\n({'mean action' if mode == 'mean' else 'sampled'}, "
+                          "deployed mode)")
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    if not handles:
+        handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"{spec.name}: RL per program; * accepted checkpoint, x restart from the accepted weights, "
+                 "ring = weights kept", fontsize=9)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
 
