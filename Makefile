@@ -22,10 +22,13 @@ install: $(STAMP) $(SYSSTAMP) $(IFACESTAMP)
 # prerequisites too: a new launch file or profile reinstalls the package.
 SHARED_FILES := $(wildcard launch/*.launch.py config/*.yaml config/*.rviz urdf/*)
 
-# The node executables are console scripts setup.py makes from refine_ros/nodes/registry.py
-# (after adding a node module: touch it, or run pip install -e . again).
+# The node executables are console scripts setup.py makes from refine_ros/nodes/registry.py,
+# which reads refine_ros/nodes/ and the robot folders refine_ros/robots/registry.py lists: a new
+# robot, or a robot's node module added or changed, reinstalls (after adding a module to
+# refine_ros/nodes/: touch the registry, or run pip install -e . again).
+ROBOT_NODE_FILES := $(shell grep -l 'run_node.[A-Z]' refine_ros/robots/*/*.py 2>/dev/null)
 $(STAMP): setup.py setup.cfg requirements.txt requirements-ros.txt requirements-ros-build.txt package.xml $(SHARED_FILES) \
-		refine_ros/nodes/registry.py
+		refine_ros/nodes/registry.py refine_ros/robots/registry.py $(ROBOT_NODE_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0

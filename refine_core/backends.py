@@ -5,7 +5,7 @@ Why seams: the method is the same whether everything happens in one process or a
 graph; what differs is *where* a program is fitted (here in the sandbox, or in the learner
 node) and *who* steps the simulator or the robot (here, or the sim / hardware nodes over DDS,
 with the rollout logger writing the steps). The local implementations below are the
-defaults; `refine_ros.graph` implements the same two interfaces over DDS.
+defaults; `refine_ros.loop.graph` implements the same two interfaces over DDS.
 """
 
 from __future__ import annotations

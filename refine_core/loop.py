@@ -7,7 +7,8 @@
         T = analyst.diagnose(task, C, column names)   names only: no rollout number yet
         roll out C: diagnostic episodes (the table T reads; one, as published), selection
                     episodes (choose the best round), evaluation episodes (reported only)
-        run T in the sandbox -> printed results r
+        run T in the sandbox over the rollout table   (and the demonstration's, if the run
+                                                       says so) -> printed results r
         b = analyst.revise(r), continuing T's exchange; b = more tests? run them, ask again
         commit the round (one transaction)
         b = stop -> leave; b = a program -> C = b
@@ -15,10 +16,13 @@
     the best round is the one with the best selection metric
 
 The analyst reads the task through `task.spec.for_analyst()`: the description variant's
-words and column names (`refine_core.tasks.spec`); tables it reads are renamed to match.
+words and column names (`refine_core.tasks.spec`); tables it reads are renamed to match. Its
+analysis code receives the rollout table only, as published, unless the run's
+`diagnostics_see_demo` gives it the demonstration too; every episode executes the run's
+`action_mode`, by default the one the task's published results were verified in.
 
 Where a program is fitted and who runs the episodes are the two seams in `backends` (local
-defaults; `refine_ros.graph` runs them over DDS). Records, commits and resume live with the
+defaults; `refine_ros.loop.graph` runs them over DDS). Records, commits and resume live with the
 store (`store.records`). Everything else about the method is in this file.
 """
 
@@ -53,9 +57,8 @@ from refine_core.store import records
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import RoundRecord
 from refine_core.tasks.base import Task
-from refine_core.tasks.spec import TaskSpec
+from refine_core.tasks.spec import ACTION_MODES, TaskSpec
 
-ACTION_MODES = ("mean", "sample")
 DEMONSTRATION_SOURCES = ("expert", "recorded")
 
 
@@ -76,8 +79,16 @@ class RefineConfig:
     the diagnostic ones. 0: the best round is chosen on the diagnostic episodes alone."""
     eval_episodes: int = 10
     """Episodes on unseen evaluation seeds, reported only."""
-    action_mode: str = field(default="mean", metadata={"choices": ACTION_MODES})
-    """'mean' executes the Gaussian's mean, 'sample' a seeded draw from it."""
+    action_mode: str | None = field(default=None, metadata={"choices": ACTION_MODES})
+    """'mean' executes the Gaussian's mean, 'sample' a draw from it seeded by the episode's seed,
+    in every episode of the run. None: the mode the task's published results were verified in
+    (`TaskSpec.eval_mode`: the car's mean action, the door's sampled actions)."""
+    diagnostics_see_demo: bool | None = None
+    """Give the diagnostic analysis code the demonstration table (`demo`) besides the rollout
+    table (`df`). The published method gives it the rollout only, and a language model is
+    never given the demonstration unless this is on; None: off for a language model, on for
+    the offline analyst (its pre-written checks compare with the demonstration). Every
+    transcript, summary and results table names the value used."""
     expert_labels: bool = False
     """Relabel every rollout state with the scripted expert's action (`expert_*` columns).
     Privileged information the published method does not have: off unless asked for, and
@@ -117,7 +128,7 @@ class RefineConfig:
     verbose: bool = True
 
     def __post_init__(self) -> None:
-        if self.action_mode not in ACTION_MODES:
+        if self.action_mode is not None and self.action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {self.action_mode!r}")
         if self.demonstration not in DEMONSTRATION_SOURCES:
             raise ValueError(f"demonstration must be one of {DEMONSTRATION_SOURCES}, got {self.demonstration!r}")
@@ -143,6 +154,16 @@ class StartProgram:
 
         return {"kind": "program", "label": self.label,
                 "sha256": hashlib.sha256(self.source.encode("utf-8")).hexdigest()}
+
+
+def resolve_defaults(config: RefineConfig, spec: TaskSpec, analyst: Analyst) -> RefineConfig:
+    """`config` with the settings left to the task or the analyst made explicit (the action
+    mode, the diagnostics' demonstration access), as the run records and uses them."""
+    from dataclasses import replace
+
+    see_demo = config.diagnostics_see_demo
+    return replace(config, action_mode=config.action_mode or spec.eval_mode,
+                   diagnostics_see_demo=bool(analyst.reads_demonstration if see_demo is None else see_demo))
 
 
 ZERO_SHOT = {"kind": "zero-shot"}
@@ -207,7 +228,7 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
     """Run (or resume) the refinement method on `task` and return its rounds and best round.
     `on_round` hears about every committed round (progress bars, the ROS status topic);
     `start` replaces the analyst's zero-shot program."""
-    config = config or RefineConfig()
+    config = resolve_defaults(config or RefineConfig(), task.spec, analyst)
     spec, higher = task.spec, task.spec.metric.higher_is_better
 
     # 0. The run, its one demonstration, and where a killed run picks up.
@@ -262,7 +283,8 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
         # 3. Diagnostics written from the program and the table's column names only.
         schema = RolloutSchema.for_task(run.analyst_spec, fit.info_schema.keys, expert=config.expert_labels)
         with run.timed("diagnose"):
-            diagnostics = analyst.diagnose(run.analyst_spec, program, schema.columns)
+            diagnostics = analyst.diagnose(run.analyst_spec, program, schema.columns,
+                                           demo=config.diagnostics_see_demo)
         run.record(diagnostics.calls, "diagnose")
 
         # 4. Roll out the fitted policy: the table the diagnostics read, then the metrics.
@@ -380,7 +402,8 @@ def diagnose_and_revise(run: Run, program: str, diagnostics: DiagnosticsAnswer, 
         results += "\n[episodes that failed]\n" + "\n".join(rollouts.errors)
     conversation = diagnostics.conversation or None
     for request in range(config.max_test_requests + 1):
-        decision = run.analyst.revise(spec, program, results, conversation=conversation)
+        decision = run.analyst.revise(spec, program, results, conversation=conversation,
+                                      demo=config.diagnostics_see_demo)
         run.record(decision.calls, "revise")
         if decision.error or decision.kind != "tests" or request == config.max_test_requests:
             break
@@ -394,11 +417,13 @@ def diagnose_and_revise(run: Run, program: str, diagnostics: DiagnosticsAnswer, 
 
 
 def sandboxed(run: Run, iteration: int, code: str, rollouts: Rollouts, analyses: list[dict]) -> str:
-    """Run analysis code over the rollout table (`df`) and the demonstration (`demo`) in the
-    sandbox, both under the analyst's column names; record it and return what the analyst
-    reads."""
-    result = run_diagnostics(code, analyst_table(run.task.spec, rollouts.diagnostic),
-                             analyst_table(run.task.spec, run.demo.table), timeout_s=run.config.sandbox_timeout_s,
+    """Run analysis code over the rollout table (`df`) in the sandbox, and over the
+    demonstration (`demo`) only when the run's `diagnostics_see_demo` says so (the published
+    method gives it the rollout only), both under the analyst's column names; record it and
+    return what the analyst reads."""
+    demo = analyst_table(run.task.spec, run.demo.table) if run.config.diagnostics_see_demo else None
+    result = run_diagnostics(code, analyst_table(run.task.spec, rollouts.diagnostic), demo,
+                             timeout_s=run.config.sandbox_timeout_s,
                              allow_weak_isolation=run.config.allow_weak_isolation)
     analyses.append({"iteration": iteration, "code": code, "stdout": result.stdout,
                      "stderr_tail": result.stderr_tail, "status": result.status,

@@ -19,7 +19,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from refine_core.analyst.labels import analyst_label, expert_label, expert_setting  # noqa: E402
+from refine_core.analyst.labels import (  # noqa: E402
+    analyst_label,
+    demo_access_label,
+    demo_access_setting,
+    expert_label,
+    expert_setting,
+)
 from refine_core.rollout.schema import action_column, family_columns, info_name, is_latent  # noqa: E402
 from refine_core.store.db import RunDatabase  # noqa: E402
 
@@ -113,13 +119,20 @@ def program_diff(before: str, after: str) -> str:
 
 
 def run_labels(view: RunView, expert: bool | None = None) -> list[str]:
-    """What a reader must know before trusting the numbers: who the analyst was and whether
-    the diagnostics saw expert relabels. `expert` overrides what the run's config records."""
-    config = view.run.get("config") if isinstance(view.run.get("config"), dict) else {}
+    """What a reader must know before trusting the numbers: who the analyst was, what it was
+    told, whether its analysis code read the demonstration, which action mode the episodes
+    executed and whether the diagnostics saw expert relabels. `expert` overrides what the
+    run's config records."""
+    from refine_core.run_setup import upgrade_recorded
+
+    config = upgrade_recorded(view.run.get("config") if isinstance(view.run.get("config"), dict) else {})
     if expert is None:
         expert = expert_setting(config)
     described = f"Task description: {config.get('task_description') or 'not recorded (before variants existed)'}."
-    return [text for text in (analyst_label(view.run.get("analyst")), described, expert_label(expert)) if text]
+    mode = config.get("action_mode")
+    episodes = f"Episodes executed: {'the action mean' if mode == 'mean' else 'sampled actions'}." if mode else ""
+    return [text for text in (analyst_label(view.run.get("analyst")), described,
+                              demo_access_label(demo_access_setting(config)), episodes, expert_label(expert)) if text]
 
 
 def text_summary(view: RunView, metric_name: str, expert: bool | None = None) -> str:

@@ -8,6 +8,12 @@ program (its text, when the run began from a given program), the budgets that sh
 requests (rounds, 'more tests' cap, corrections, results length) and the episode counts.
 A replay takes every setting it is not explicitly given from there, so
 `refine run --analyst replay --transcript FILE` needs nothing else.
+
+Runs recorded before the diagnostics' access to the demonstration became an option
+(`RefineConfig.diagnostics_see_demo`) have no such setting: they all had it on, and the
+description they recorded as "published" is the wording now kept as `legacy_published`
+(it named the simulators). `upgrade_recorded` says so, so a replay or a resume of such a run
+sends the words and gives the code the tables the run had.
 """
 
 from __future__ import annotations
@@ -19,13 +25,38 @@ from pathlib import Path
 from typing import Any
 
 from refine_core.loop import RefineConfig, StartProgram
+from refine_core.tasks.spec import LEGACY_VARIANT
 
 #: RefineConfig fields a recording keeps (what shapes the requests, and the episode counts).
 RECORDED_LOOP_FIELDS = ("max_rounds", "max_attempts", "max_test_requests", "diagnostic_episodes",
                         "selection_episodes", "eval_episodes", "max_steps", "action_mode", "expert_labels",
-                        "rl_resets")
+                        "rl_resets", "diagnostics_see_demo")
+DEMO_ACCESS = "diagnostics_see_demo"
+"""The setting whose absence marks a run recorded before it existed (see the module's docstring)."""
 #: AnalystConfig fields a recording keeps (they change the requests an LLM analyst sends).
 RECORDED_ANALYST_FIELDS = ("max_corrections", "results_max_chars")
+
+
+def upgrade_recorded(settings: Mapping[str, Any] | None) -> dict | None:
+    """A recorded run's settings (a transcript's first line, or a run's stored config) as the
+    run was really set up: one recorded before the demonstration access was an option had it
+    on, and its "published" description was today's `legacy_published`. Settings that are not
+    a refinement run's (no `max_rounds`) are returned as they are."""
+    if settings is None:
+        return None
+    out = dict(settings)
+    if DEMO_ACCESS not in out and "max_rounds" in out:
+        out[DEMO_ACCESS] = True
+        if out.get("task_description") == "published":
+            out["task_description"] = LEGACY_VARIANT
+    return out
+
+
+def recorded_settings(path: str | Path | None) -> dict | None:
+    """The settings line of the transcript at `path`, upgraded (`upgrade_recorded`)."""
+    from refine_core.analyst.transcript import read_settings
+
+    return upgrade_recorded(read_settings(path)) if path else None
 
 
 class StartProgramError(ValueError):

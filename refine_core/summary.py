@@ -2,7 +2,9 @@
 
 Why a file of its own: a run's database is large and local, but what a reader (and `refine
 experiment --from-run`) needs to know about a run is small: the task and the description
-variant the analyst read, who answered (which model, or the offline catalogue), where the run
+variant the analyst read, whether its analysis code read the demonstration, which
+demonstration the fits used, how the episodes executed the actions and on which evaluation
+seeds, who answered (which model, or the offline catalogue), where the run
 started (a zero-shot program or a given one), each round's program, fit, scores and decision
 with the analyst's one-line reason, and the calls, tokens and environment resets it took.
 `summary.json` holds that, every round's program text included, so a committed summary
@@ -24,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from refine_core.analyst.inbox import FINGERPRINT as INBOX_FINGERPRINT
-from refine_core.analyst.labels import analyst_label
+from refine_core.analyst.labels import analyst_label, demo_access_setting
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import choose_best, round_from_row, round_outcomes
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
+"""2: `diagnostics_see_demo`, `demonstration` and `evaluation` (what every results table must
+name). A version-1 summary has none of them: its run's analysis code read the demonstration."""
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 RESET_KINDS = ("diagnostic", "selection", "eval")
@@ -100,18 +104,39 @@ def _round_entry(db: RunDatabase, run_id: int, row: dict, calls: list[dict]) -> 
     }
 
 
+def _demonstration(db: RunDatabase, run_id: int) -> dict | None:
+    """Who drove the run's demonstration and on which seed (-1: a physical scene)."""
+    takes = db.demonstration_takes(run_id)
+    row = db.load_demonstration(run_id, takes[0]) if takes else None
+    if row is None:
+        return None
+    return {"source": row.get("source"), "seed": int(row["seed"]) if row.get("seed") is not None else None,
+            "takes": len(takes)}
+
+
+def _evaluation(spec, config: dict, rows: list[dict]) -> dict:
+    """How the run's evaluation episodes executed the actions and on which seeds, next to the
+    mode the task's published results were verified in."""
+    seeds = next(((r.get("metrics") or {}).get("eval", {}).get("seeds") for r in rows
+                  if (r.get("metrics") or {}).get("eval", {}).get("seeds")), None)
+    return {"action_mode": config.get("action_mode"), "seeds": seeds, "verified_mode": spec.eval_mode,
+            "verified_seeds": list(spec.eval_seeds)}
+
+
 def build_summary(db: RunDatabase, run_id: int | None = None) -> dict:
     """The summary of run `run_id` (default: the database's latest run)."""
+    from refine_core.run_setup import upgrade_recorded
     from refine_core.tasks.registry import get_task
 
     run = db.run(run_id) if run_id is not None else db.latest_run()
     if run is None:
         raise ValueError(f"{db.path} holds no run")
     rid = int(run["id"])
-    config = run.get("config") if isinstance(run.get("config"), dict) else {}
+    config = upgrade_recorded(run.get("config") if isinstance(run.get("config"), dict) else {})
     rows = db.rounds(rid)
     calls = db.llm_calls(rid)
-    higher = get_task(run["task"]).spec.metric.higher_is_better
+    spec = get_task(run["task"]).spec
+    higher = spec.metric.higher_is_better
     records = [round_from_row(r) for r in rows]
     basis = config.get("best_round_by") or "metric"
     choice = choose_best(records, higher, basis, round_outcomes(db, rid, basis))
@@ -129,6 +154,9 @@ def build_summary(db: RunDatabase, run_id: int | None = None) -> dict:
         "run_id": rid,
         "task": run["task"],
         "description": config.get("task_description") or "unrecorded",
+        "diagnostics_see_demo": demo_access_setting(config),
+        "demonstration": _demonstration(db, rid),
+        "evaluation": _evaluation(spec, config, rows),
         "analyst": {
             "name": analyst,
             "language_model": llm,
@@ -141,7 +169,8 @@ def build_summary(db: RunDatabase, run_id: int | None = None) -> dict:
         "start": config.get("start") or {"kind": "zero-shot"},
         "settings": {k: config.get(k) for k in ("max_rounds", "max_attempts", "max_test_requests",
                                                "diagnostic_episodes", "selection_episodes", "eval_episodes",
-                                               "action_mode", "max_steps", "expert_labels", "rl_resets")},
+                                               "action_mode", "max_steps", "expert_labels", "rl_resets",
+                                               "diagnostics_see_demo")},
         "rounds": rounds,
         "programs": {program_hash(r.program): r.program for r in records if r.program},
         "first_round": committed[0].round if committed else None,
@@ -165,19 +194,70 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+def demo_access(summary: dict) -> bool | None:
+    """Whether a run's analysis code read the demonstration (a version-1 summary's did)."""
+    if "diagnostics_see_demo" in summary:
+        return summary["diagnostics_see_demo"]
+    return True if summary.get("summary_version", 1) < 2 else None
+
+
+def seed_span(seeds) -> str:
+    """"0-9" for consecutive seeds, else the list."""
+    seeds = [int(s) for s in seeds or []]
+    if not seeds:
+        return "unrecorded seeds"
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    return ", ".join(map(str, seeds))
+
+
+def mode_words(mode: str | None) -> str:
+    return {"mean": "the action mean", "sample": "sampled actions"}.get(mode or "", "an unrecorded action mode")
+
+
+def protocol_lines(summary: dict) -> list[str]:
+    """What every reader of a run's numbers must know, one line each: the description, the
+    demonstration access of the diagnostics, the demonstration, the evaluation and the start."""
+    start = summary.get("start") or {}
+    see = demo_access(summary)
+    demo = summary.get("demonstration") or {}
+    ev = summary.get("evaluation") or {}
+    mode = ev.get("action_mode") or (summary.get("settings") or {}).get("action_mode")
+    verified = ev.get("verified_mode")
+    seeds = ev.get("seeds")
+    started = ("the analyst's zero-shot program" if start.get("kind", "zero-shot") == "zero-shot"
+               else f"a given program, {start.get('label')} (sha256 {str(start.get('sha256'))[:12]})")
+    lines = [
+        f"task description: **{summary.get('description')}**",
+        "demonstration in the diagnostics: " + ("**on** (the analysis code also read `demo`; the published method "
+                                                "gives it the rollout only)" if see else
+                                                "off (the analysis code read the rollout table `df` only, as published)"
+                                                if see is False else "not recorded"),
+        "demonstration: " + (f"{demo.get('source')}, seed {demo.get('seed')}"
+                             + (f", {demo.get('takes')} takes" if (demo.get("takes") or 1) > 1 else "")
+                             if demo else "not recorded in this summary"),
+        f"episodes executed {mode_words(mode)}; evaluation seeds {seed_span(seeds)}"
+        + ("" if not verified else f" (the task's published results were verified with {mode_words(verified)} on "
+           f"seeds {seed_span(ev.get('verified_seeds'))}"
+           + (")" if mode == verified and (not seeds or list(seeds) == list(ev.get("verified_seeds") or []))
+              else "; this run differs)")),
+        f"start: {started}",
+    ]
+    return lines
+
+
 def summary_markdown(summary: dict) -> str:
     """The summary for people: one header block, one row per round, the totals."""
-    a, start, totals = summary["analyst"], summary["start"], summary["totals"]
+    a, totals = summary["analyst"], summary["totals"]
     who = (f"`{a['name']}` ({', '.join(a['models']) or 'model not recorded'})" if a["language_model"]
            else f"`{a['name']}` (rule-based, not a language model)")
-    started = ("the analyst's zero-shot program" if start.get("kind") == "zero-shot"
-               else f"a given program, {start.get('label')} (sha256 {str(start.get('sha256'))[:12]})")
+    mode = (summary.get("evaluation") or {}).get("action_mode") or (summary.get("settings") or {}).get("action_mode")
     lines = [
         f"# Refinement run {summary['run_id']}: {summary['task']}",
         "",
-        f"- task description: **{summary['description']}**",
+        *(f"- {line}" for line in protocol_lines(summary)[:1]),
         f"- analyst: {who}" + (f"; {a['label']}" if a["label"] and not a["language_model"] else ""),
-        f"- start: {started}",
+        *(f"- {line}" for line in protocol_lines(summary)[1:]),
         f"- calls: {totals['calls']}, tokens in / out: {totals['tokens_in']:,} / {totals['tokens_out']:,}"
         + (f" ({a['token_counts']})" if a["token_counts"] else ""),
         "- environment resets: " + ", ".join(f"{totals['resets'][k]} {k}" for k in (*RESET_KINDS, "rl")
@@ -187,12 +267,15 @@ def summary_markdown(summary: dict) -> str:
         f"- best round: {summary['best_round']} ({summary.get('best_round_reason') or 'by its selection metric'}); "
         f"stopped: {summary['stop_reason']}",
     ]
+    if summary.get("relabelled"):
+        lines.append(f"- relabelled after it was recorded: {summary['relabelled']}")
     replay = summary.get("replay")
     if replay:
         lines.append(f"- replay ({replay.get('mode')}) of {replay.get('transcript')}, recorded with model "
                      f"{replay.get('model')}: {len(replay.get('divergences') or [])} of {replay.get('requests')} "
                      "requests differed from the recording")
-    lines += ["", "| round | program | fit | selection | eval (mean action) | success | decision | why |",
+    shown = {"mean": "mean action", "sample": "sampled"}.get(mode or "", "action mode unrecorded")
+    lines += ["", f"| round | program | fit | selection | eval ({shown}) | success | decision | why |",
               "|---|---|---|---|---|---|---|---|"]
     for r in summary["rounds"]:
         fit = "ok" if r["fit"]["ok"] else f"failed: {str(r['fit']['error'] or '')[:80]}"

@@ -23,7 +23,7 @@ Units: the clamps and rate limits act on the task's action (normalised, e.g. the
 in [-1, 1]); the workspace box is in the observation's own coordinates, which for the arm are
 metres in the robot's base frame, and is checked against the arm's reach at start. The
 bridges turn actions into the robot's units and hold the limits that only exist there (m/s,
-rad): refine_ros/car_interface.py, refine_ros/arm_interface.py.
+rad): each robot folder's interface.py (refine_ros/robots/<robot>/).
 """
 
 from __future__ import annotations

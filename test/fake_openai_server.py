@@ -78,7 +78,7 @@ class RecordedRequest:
         users = [m.get("content", "") for m in self.messages if m.get("role") == "user"]
         asks = [u for u in users if not u.startswith(prompts.CORRECTION_INTRO)]
         latest = asks[-1] if asks else ""
-        if prompts.REVISION_FORMAT in latest:
+        if any(f in latest for f in prompts.REVISION_FORMATS):
             return "revise"
         if prompts.DIAGNOSTICS_FORMAT in latest:
             return "diagnose"

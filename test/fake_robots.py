@@ -1,6 +1,6 @@
 """Fake hardware for the ROS tests: the only mocks in them stand in for physical devices.
 
-`FakeArmDriver` runs the arm's drivers (`refine_ros.fake_drivers arm`: MoveIt Servo as of Jazzy,
+`FakeArmDriver` runs the arm's drivers (`refine_ros.robots.fake_driver arm`: MoveIt Servo as of Jazzy,
 a Robotiq gripper action, TF and joint states, the genuine message types) as a process of its
 own, as a real arm's stack is, and watches it from the test's process: where TF puts the tool,
 how many servo commands reached it, the knuckle it reports. `FakeGamepad` is the ROS joy
@@ -24,7 +24,7 @@ from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from refine_ros.tf_buffer import TfBuffer
+from refine_ros.robots.arm.tf_buffer import TfBuffer
 from refine_ros.wire import qos
 from refine_ros.wire.messages import unpack_json
 
@@ -47,7 +47,7 @@ class FakeArmDriver(Node):
         self._log = tempfile.NamedTemporaryFile("w+", prefix="fake_arm_", suffix=".log", delete=False)
         args = [arg for k, v in parameters.items() for arg in ("-p", f"{k}:={v}")]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args", *args],
+            [sys.executable, "-m", "refine_ros.robots.fake_driver", "arm", "--ros-args", *args],
             stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.create_subscription(TFMessage, "/tf", self._on_tf, qos.TF)
         self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.LOG)
@@ -173,7 +173,7 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
     import time
 
     from refine_ros.bringup.spin import NodeSpinner
-    from refine_ros.teleop import BUTTON_LEFT_SHOULDER, LEFT_Y
+    from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER, LEFT_Y
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "refine_core.cli", "up", "arm_real_record_demo", "--run", str(run_dir), "--live",

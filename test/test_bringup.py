@@ -53,7 +53,7 @@ def test_every_profile_resolves_with_defaults(name):
         assert profile.node("safety_node").parameters["dry_run"] is True
     for node in profile.nodes:
         assert node.package == "refine_ros" and node.executable == node.name
-        assert node.module == f"refine_ros.nodes.{node.name}" and node.class_name
+        assert node.module == NODES[node.name].module and node.class_name
         if "task" in node.parameters:
             assert node.parameters["task"] == profile.task
     assert profile.urdf is not None and profile.urdf.is_file()

@@ -34,7 +34,12 @@ SAFETY = DOCS / "SAFETY.md"
 ROS_GUIDE = DOCS / "ROS_GUIDE.md"
 INTERFACES = DOCS / "ROS_INTERFACES.md"
 NODES_DOC = DOCS / "NODES.md"
-NODE_DIR = ROOT / "refine_ros" / "nodes"
+
+
+def _node_file(name: str) -> Path:
+    """The source of a registry node (refine_ros/nodes/ or a robot folder)."""
+    return ROOT.joinpath(*NODES[name].module.split(".")).with_suffix(".py")
+
 CREATE_CALLS = ("create_publisher", "create_subscription", "create_service", "create_client")
 TEST_ID = re.compile(r"(test/[\w/]+\.py)::(\w+)")
 README_MAX_LINES = 300
@@ -163,7 +168,8 @@ def _literal_topics(paths: list[Path]) -> set[str]:
 
 
 def _topic_sources() -> list[Path]:
-    return [*sorted(NODE_DIR.glob("*.py")), ROOT / "refine_ros" / "adapters.py"]
+    helpers = sorted((ROOT / "refine_ros" / "nodes").glob("_*.py"))
+    return [*helpers, *(_node_file(name) for name in sorted(NODES)), ROOT / "refine_ros" / "wire" / "adapters.py"]
 
 
 @cache
@@ -172,7 +178,7 @@ def _scene_topics() -> frozenset[str]:
     rule applied to a real scene of each task."""
     from refine_core.tasks import get_task, task_names
     from refine_core.tasks.view import TaskView
-    from refine_ros.scene_topics import scene_topics
+    from refine_ros.viewers.scene_topics import scene_topics
 
     topics: set[str] = set()
     for name in task_names():
@@ -237,7 +243,7 @@ NODE_FILES = sorted(NODES)  # the node registry; test_node_registry.py checks it
 
 @pytest.mark.parametrize("node", NODE_FILES)
 def test_nodes_doc_lists_every_parameter(node):
-    declared = _declared_parameters(NODE_DIR / f"{node}.py")
+    declared = _declared_parameters(_node_file(node))
     assert declared, f"{node}: no PARAMETERS/DEFAULTS table found"
     sections = re.split(r"^## ", _read(NODES_DOC), flags=re.M)
     section = next((s for s in sections if s.startswith(f"{node}\n")), None)
@@ -336,7 +342,7 @@ def _refine_problems(command: str) -> list[str]:
             continue
         if node not in NODES:
             problems.append(f"`--set {node}.{param}`: no node {node}")
-        elif param not in _declared_parameters(NODE_DIR / f"{node}.py"):
+        elif param not in _declared_parameters(_node_file(node)):
             problems.append(f"`--set {node}.{param}`: {node} declares no parameter {param}")
     return problems
 

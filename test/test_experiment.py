@@ -30,14 +30,16 @@ def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     table = (folder / "table.md").read_text()
     assert "refined structure [offline catalogue] + RL" in table and "scaled x0.002" in table
     assert "| analyst calls | resets (published count) | extra resets |" in table
-    assert "| mean action: return (mean ± std) | success | sampled | RL weights |" in table
+    assert "| mean action (primary): return (mean ± std) | success | sampled | success | RL weights |" in table
     assert "final: update 2/2" in table and "window 10 (published 150)" in table
     assert "[RL: ours]" in table and "[RL: published settings]" in table and "accepted: " in table
     assert "RL rows [published settings]: group_size 2 (published 20); window 10 (published 150)" in table
     assert "RL rows [ours]: " in table and "trust region: per-step KL" in table
     assert "Deployed mode (what a robot runs" in table and "| vs own IL, deployed mode |" in table
     assert "best on the selection seeds" not in table, "the published rule only, unless asked"
-    assert "no departures" not in table.lower() and "not a human's" in table
+    assert "no departures" not in table.lower() and "one person's episode" in table
+    assert "**departs**: demonstration: one episode of our scripted expert" in table and "seed 0 " in table
+    assert "**departs**: evaluation: primary column the action mean on seeds 1000-1001" in table, "2 seeds, not 10"
     assert "offline catalogue (not an LLM)" in table and "task description" in table.lower()
     pvalues = (folder / "pvalues.md").read_text()
     assert "## mean action (primary)" in pvalues and "refined_rl_low | refined_il" in pvalues
@@ -194,6 +196,48 @@ def test_the_comparison_takes_its_structured_rows_from_a_committed_llm_run(tmp_p
     assert "best checkpoint by the mean action on 2 selection seeds" in table
     assert (folder / "program_llm_refined.py").read_text() == recorded["programs"][
         recorded["rounds"][recorded["best_round"]]["program_sha256"]]
+
+
+def test_the_door_table_puts_sampled_actions_first_and_lists_every_departure():
+    """The door's published figures were verified with sampled actions on seeds 0-9: its table's
+    primary column is the sampled one, and each refinement's description, demonstration access,
+    demonstration seed, start and model is an item of the protocol, marked where it departs."""
+    from types import SimpleNamespace
+
+    from refine_core.experiment import outputs
+    from refine_core.experiment.runner import Refinement
+    from refine_core.tasks.registry import get_task
+
+    spec = get_task("door_open").spec
+    row = {"condition": "llm_refined_il", "label": "refined + IL", "analyst": "LLM m", "analyst_calls": 4,
+           "published_resets": 2, "extra_resets": 6, "mean_action_metric_mean": 0.2, "mean_action_metric_std": 0.1,
+           "mean_action_success_rate": 0.5, "metric_mean": 0.1, "metric_std": 0.05, "success_rate": 0.9,
+           "rl_checkpoint": "-", "rl_departures": "", "published_key": "refined/il"}
+    earlier = {"description": "published", "analyst": {"language_model": True, "models": ["m"]},
+               "start": {"kind": "program", "label": "file a.py"}, "settings": {"selection_episodes": 3},
+               "summary_version": 1, "demonstration": {"seed": 0}}
+    now = {**earlier, "description": "published", "diagnostics_see_demo": False, "start": {"kind": "zero-shot"},
+           "demonstration": {"seed": 500}, "summary_version": 2}
+    opts = SimpleNamespace(seeds=10, scale=1.0, il={}, smoke=False, best_checkpoint=False, low_resets=400,
+                           high_resets=2000)
+    table = outputs.table_markdown(pd.DataFrame([row]), spec, opts, [Refinement("llm_refined", "old", earlier, []),
+                                                                      Refinement("llm_refined", "new", now, [])])
+    assert "| sampled (primary): min_handle_target_distance (mean ± std) | success | mean action | success |" in table
+    assert "| refined + IL | LLM m | 4 | 2 | 6 | 0.100 ± 0.050 | 90% | 0.200 ± 0.100 | 50% | - | 0.110 |" in table
+    assert ("as published: evaluation: primary column sampled actions on seeds 0-9 (environment seed i, action draws "
+            "seeded by i)") in table and "as the authors verified the published figures" in table
+    old, new = "the LLM run old", "the LLM run new"
+    assert f"**departs**: {old}: demonstration in the diagnostics: **on**" in table, "a version-1 summary's code read it"
+    assert f"as published: {new}: demonstration in the diagnostics: off" in table
+    assert f"**departs**: {old} was refined against the demonstration on seed 0" in table
+    assert f"**departs**: {old} started from a given program (file a.py)" in table
+    assert f"as published: {new} started from the analyst's zero-shot program" in table
+    assert f"**departs**: {new}: model m (the published runs used GPT-5-mini)" in table
+    assert "**departs**: demonstration: one episode of our scripted expert" in table and "seed 500" in table
+    departures = outputs.protocol_departures(pd.DataFrame([row]), spec, opts, [Refinement("k", "new", now, [])])
+    assert not any("evaluation" in d or "diagnostics: off" in d for d in departures)
+    opts.seeds = 5
+    assert any(d.startswith("evaluation") for d in outputs.protocol_departures(pd.DataFrame([row]), spec, opts, []))
 
 
 def test_from_run_refuses_what_is_not_an_llm_run(tmp_path, capsys):

@@ -14,7 +14,7 @@ from refine_core.policy.programs import starter_program
 from refine_core.rollout.runner import run_episode
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
-from refine_ros.export import ExportError, export_mcap, message_definition
+from refine_ros.viewers.export import ExportError, export_mcap, message_definition
 
 STEPS = 12
 

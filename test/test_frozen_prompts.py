@@ -15,6 +15,7 @@ import json
 import pytest
 from frozen_prompts import FIXTURES, RUNS
 from llm_replay import assert_replay_reproduces
+from published_words import FORBIDDEN
 
 
 @pytest.mark.timeout(900)
@@ -28,3 +29,18 @@ def test_a_run_recorded_before_the_refactoring_replays_exactly(task, tmp_path):
     assert [r["eval"] for r in replayed["rounds"]] == [r["eval"] for r in recorded["rounds"]]
     assert [r["selection_metric"] for r in replayed["rounds"]] == [r["selection_metric"] for r in recorded["rounds"]]
     assert [r["fit"] for r in replayed["rounds"]] == [r["fit"] for r in recorded["rounds"]]
+
+
+def test_the_frozen_published_requests_name_no_simulator_and_no_demonstration_table():
+    """The door fixture freezes the published texts with rollout-only diagnostics: none of its
+    requests names a simulator or a library, or the demonstration table; the car fixture freezes
+    the detailed texts with the demonstration table given, and its requests say so."""
+    def requests(task):
+        lines = [json.loads(line) for line in (FIXTURES / task / "transcript.jsonl").read_text().splitlines()]
+        assert lines[0]["settings"]["diagnostics_see_demo"] is (task == "car_racing")
+        return [m["content"] for line in lines[1:] for m in line["request"]["messages"]]
+
+    door = requests("door_open")
+    assert door and not [FORBIDDEN.findall(text) for text in door if FORBIDDEN.search(text)]
+    assert not [text for text in door if "`demo`" in text]
+    assert any("`demo`" in text for text in requests("car_racing"))

@@ -77,6 +77,7 @@ class BrokenFirst(Analyst):
     """Writes programs that fail the way LLM programs do, then defers to the offline analyst."""
 
     name, is_llm = "broken-first", False
+    reads_demonstration = True  # it defers to the offline analyst, whose checks read the demonstration
 
     def __init__(self, bad_programs):
         self.bad = list(bad_programs)
@@ -90,11 +91,11 @@ class BrokenFirst(Analyst):
             return ProgramAnswer(program=self.bad.pop(0), reasoning="deliberately bad")
         return self.inner.generate(spec)
 
-    def diagnose(self, spec, program, schema):
-        return self.inner.diagnose(spec, program, schema)
+    def diagnose(self, spec, program, schema, *, demo=False):
+        return self.inner.diagnose(spec, program, schema, demo=demo)
 
-    def revise(self, spec, program, results, *, conversation=None):
-        return self.inner.revise(spec, program, results, conversation=conversation)
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
+        return self.inner.revise(spec, program, results, conversation=conversation, demo=demo)
 
 
 def test_failed_builds_are_sent_back_and_regenerated(tmp_path):
@@ -236,6 +237,7 @@ class Recording(Analyst):
     """The offline analyst, with every question it is asked written down."""
 
     name, is_llm = "recording", False
+    reads_demonstration = True  # it defers to the offline analyst, whose checks read the demonstration
 
     def __init__(self, tests_forever: bool = False):
         self.inner = OfflineAnalyst()
@@ -246,20 +248,20 @@ class Recording(Analyst):
         self.contexts.append(context)
         return self.inner.generate(spec, failed_program=failed_program, error=error, context=context)
 
-    def diagnose(self, spec, program, schema):
+    def diagnose(self, spec, program, schema, *, demo=False):
         self.schemas.append(list(schema))
-        answer = self.inner.diagnose(spec, program, schema)
+        answer = self.inner.diagnose(spec, program, schema, demo=demo)
         answer.conversation = [{"role": "assistant", "content": "diagnostic exchange"}]
         return answer
 
-    def revise(self, spec, program, results, *, conversation=None):
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
         from refine_core.analyst.base import Decision
 
         self.revisions.append((results, conversation))
         if self.tests_forever:
             return Decision("tests", tests="print('again', len(df))", reasoning="not sure yet",
                             conversation=[*(conversation or []), {"role": "assistant", "content": "more"}])
-        return self.inner.revise(spec, program, results, conversation=conversation)
+        return self.inner.revise(spec, program, results, conversation=conversation, demo=demo)
 
 
 def test_expert_relabels_are_off_unless_asked_for(tmp_path):
@@ -288,14 +290,14 @@ def test_more_tests_are_capped_and_continue_the_same_exchange(tmp_path):
 
 def test_a_repair_continues_the_exchange_that_wrote_the_failed_program(tmp_path):
     class BadRevision(Recording):
-        def revise(self, spec, program, results, *, conversation=None):
+        def revise(self, spec, program, results, *, conversation=None, demo=False):
             from refine_core.analyst.base import Decision
 
             if not self.revisions:
                 self.revisions.append((results, conversation))
                 return Decision("program", program="class OpenDoorPolicy: pass\n", reasoning="rewrite",
                                 conversation=[{"role": "assistant", "content": "the revision exchange"}])
-            return super().revise(spec, program, results, conversation=conversation)
+            return super().revise(spec, program, results, conversation=conversation, demo=demo)
 
     analyst = BadRevision()
     refine(get_task("door_open"), analyst, RunDatabase(tmp_path / "run.db"), small(max_rounds=2, max_steps=15))
@@ -375,3 +377,83 @@ def test_rl_after_refinement_is_a_committed_round_of_its_own(tmp_path):
     assert set(db.episodes(result.run_id, 1)["kind"]) == {"selection", "eval"}
     updates = db.rl_updates(result.run_id, 1)
     assert list(updates["update"]) == [1, 2], "every update is recorded"
+
+
+class ReadsTables(Analyst):
+    """A language-model stand-in whose diagnostics print what the analysis code received, and
+    which records whether it was told of the demonstration table."""
+
+    name, is_llm = "reads-tables", True
+
+    def __init__(self):
+        self.told = []
+
+    def generate(self, spec, *, failed_program=None, error=None, context=None):
+        return ProgramAnswer(program=starter_program(spec.name), reasoning="the starter")
+
+    def diagnose(self, spec, program, schema, *, demo=False):
+        from refine_core.analyst.base import DiagnosticsAnswer
+
+        self.told.append(("diagnose", demo))
+        code = ("print('df rows', len(df))\n"
+                "print('demo', 'absent' if demo is None else f'{len(demo)} rows')\n")
+        return DiagnosticsAnswer(code=code, reasoning="what the code receives")
+
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
+        from refine_core.analyst.base import Decision
+
+        self.told.append(("revise", demo))
+        return Decision("stop", reasoning="DECISION: stop\nenough")
+
+
+def test_the_analysis_code_reads_the_rollout_only_unless_the_run_gives_it_the_demonstration(tmp_path, monkeypatch):
+    """The published method's analysis code takes the rollout table only: the loop passes the
+    demonstration to the sandbox (and tells the analyst of it) only with `diagnostics_see_demo`,
+    and the run records which it was."""
+    import refine_core.loop as loop
+
+    passed = []
+    real = loop.run_diagnostics
+
+    def spy(code, table, demo_table=None, **kwargs):
+        passed.append(demo_table)
+        return real(code, table, demo_table, **kwargs)
+
+    monkeypatch.setattr(loop, "run_diagnostics", spy)
+    task = get_task("door_open")
+    runs = {}
+    for name, see in (("default", None), ("off", False), ("on", True)):
+        analyst, db = ReadsTables(), RunDatabase(tmp_path / f"{name}.db")
+        result = refine(task, analyst, db, small(max_rounds=1, max_steps=12, diagnostics_see_demo=see))
+        runs[name] = (analyst, db, result)
+    for name in ("default", "off"):
+        analyst, db, result = runs[name]
+        assert "demo absent" in db.analyses(result.run_id, 0)[0]["stdout"]
+        assert analyst.told == [("diagnose", False), ("revise", False)]
+        assert db.run(result.run_id)["config"]["diagnostics_see_demo"] is False
+    analyst, db, result = runs["on"]
+    assert "demo 500 rows" in db.analyses(result.run_id, 0)[0]["stdout"]
+    assert analyst.told == [("diagnose", True), ("revise", True)]
+    assert db.run(result.run_id)["config"]["diagnostics_see_demo"] is True
+    assert [d is None for d in passed] == [True, True, False], "the sandbox got the demonstration only when asked"
+    # the offline analyst's checks compare with the demonstration: it has it on unless told otherwise
+    assert loop.resolve_defaults(RefineConfig(), task.spec, OfflineAnalyst()).diagnostics_see_demo is True
+    assert loop.resolve_defaults(RefineConfig(diagnostics_see_demo=False), task.spec,
+                                 OfflineAnalyst()).diagnostics_see_demo is False
+
+
+def test_episodes_execute_the_mode_the_tasks_published_results_were_verified_in_unless_told(tmp_path):
+    """The car's published figures were verified with the action mean, the door's with sampled
+    actions (seeds 0-9, draws seeded by the seed): a run takes its task's mode by default and
+    records it; `action_mode` overrides it."""
+    door = get_task("door_open").spec
+    assert (door.eval_mode, door.eval_seeds, door.demo_seed) == ("sample", tuple(range(10)), 500)
+    car = get_task("car_racing").spec
+    assert (car.eval_mode, car.eval_seeds, car.demo_seed) == ("mean", tuple(range(1000, 1010)), 0)
+    for task, given, want in (("door_open", None, "sample"), ("door_open", "mean", "mean")):
+        db = RunDatabase(tmp_path / f"{task}-{given}.db")
+        result = refine(get_task(task), ReadsTables(), db, small(max_rounds=1, max_steps=12, action_mode=given))
+        assert db.run(result.run_id)["config"]["action_mode"] == want
+        steps = db.load_steps(result.run_id, round=0, kind="diagnostic")
+        differs = (steps["act_dx"] - steps["mean_dx"].clip(-1, 1)).abs().max() > 0
+        assert differs == (want == "sample"), "sampled episodes execute draws, mean episodes the mean"

@@ -185,8 +185,8 @@ def test_a_throwaway_task_folder_with_one_registry_line_is_found_by_every_user(s
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.schema import RolloutSchema
     from refine_core.tasks.view import TaskView
-    from refine_ros.scene_topics import scene_topics
-    from refine_ros.teleop import KeyboardState, joy_map_for, keymap_for
+    from refine_ros.teleop.maps import KeyboardState, joy_map_for, keymap_for
+    from refine_ros.viewers.scene_topics import scene_topics
 
     spec = slider.spec
     assert main(["tasks"]) == 0 and "slider" in capsys.readouterr().out
@@ -213,6 +213,6 @@ def test_a_throwaway_task_folder_with_one_registry_line_is_found_by_every_user(s
     build_policy(first.program, spec)
     # the experiment's notes: no published figures for it
     notes = outputs.protocol_departures(pd.DataFrame({"rl_departures": []}), spec,
-                                        type("Opts", (), {"scale": 1.0, "il": {}})(), [])
+                                        type("Opts", (), {"scale": 1.0, "il": {}, "seeds": 2})(), [])
     assert notes == ["the published comparison has no slider task: there are no published figures for it"]
     assert np.isfinite(slider.episode_summary([np.zeros(1)], [0.0], [{}])["return"])

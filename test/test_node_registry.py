@@ -1,4 +1,5 @@
-"""refine_ros/nodes/registry.py is the one list of nodes, read from the node modules: the
+"""refine_ros/nodes/registry.py is the one list of nodes, read from the node modules (the
+generic ones in refine_ros/nodes/, a robot's in its folder refine_ros/robots/<robot>/): the
 installed console scripts, every profile's nodes and what bringup resolves them to all agree
 with it, so adding a node (a robot's bridge) is adding its module, and its executable, module
 and class are never written twice."""
@@ -49,18 +50,30 @@ def test_a_new_node_module_is_a_node_and_a_module_without_main_is_refused(tmp_pa
     (tmp_path / "boat_sim.py").write_text(
         'PARAMETERS: dict = {"task": Param("door_open", "task")}\n\n\ndef main(args=None):\n'
         "    run_node(BoatSim, args, until=lambda node: True)\n")
-    assert read_nodes(tmp_path) == {"boat_bridge": NodeEntry("boat_bridge", "BoatBridge", False),
-                                    "boat_sim": NodeEntry("boat_sim", "BoatSim", True)}
+    assert read_nodes(tmp_path) == {
+        "boat_bridge": NodeEntry("boat_bridge", "BoatBridge", False, "refine_ros.nodes.boat_bridge"),
+        "boat_sim": NodeEntry("boat_sim", "BoatSim", True, "refine_ros.nodes.boat_sim")}
     assert NodeEntry("boat_bridge", "BoatBridge").console_script == \
         "boat_bridge = refine_ros.nodes.boat_bridge:main"
     (tmp_path / "notes.py").write_text("def main():\n    print('hi')\n")
     with pytest.raises(ValueError, match=r"notes.py: .* needs main\(\) calling run_node"):
         read_nodes(tmp_path)
+    # a robot folder also holds its library (mappings, kinematics, a CLI): those are not nodes
+    robot = read_nodes(tmp_path, "boats.robots.boat", "boats", only_nodes=False)
+    assert set(robot) == {"boat_bridge", "boat_sim"}
+    assert robot["boat_bridge"].console_script == "boat_bridge = boats.robots.boat.boat_bridge:main"
+    assert robot["boat_bridge"].package == "boats"
 
 
 def test_every_node_module_is_registered_and_every_entry_exists():
+    from refine_ros.robots.registry import ROBOT_PACKAGES
+
     modules = {p.stem for p in (ROOT / "refine_ros" / "nodes").glob("*.py")
                if not p.stem.startswith("_") and p.stem != "registry"}
+    for package in ROBOT_PACKAGES:  # a robot's nodes: the modules of its folder that start a node
+        folder = ROOT.joinpath(*package.split("."))
+        modules |= {p.stem for p in folder.glob("*.py") if "\n    run_node(" in p.read_text()}
+    assert {"arm_bridge", "arm_twin", "rc_car_bridge", "car_twin", "track_detector"} <= modules
     assert modules == set(NODES), "a node module outside the registry (or an entry without a module)"
     for entry in NODES.values():
         module = importlib.import_module(entry.module)

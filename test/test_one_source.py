@@ -142,7 +142,7 @@ def test_a_column_added_in_one_place_reaches_the_table_the_export_and_the_analys
     from refine_core.rollout.runner import run_episode
     from refine_core.store.db import RunDatabase
     from refine_core.tasks.registry import get_task
-    from refine_ros.export import export_mcap
+    from refine_ros.viewers.export import export_mcap
 
     task = get_task("pendulum")
     source = starter_program("pendulum")

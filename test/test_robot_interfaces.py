@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from refine_ros import arm_interface as arm
-from refine_ros import car_interface as car
-from refine_ros.kinematics import (
+from refine_ros.robots.arm import interface as arm
+from refine_ros.robots.arm.kinematics import (
     Chain,
     KinematicsError,
     damped_least_squares,
     joint_velocities,
     scale_to_limits,
 )
-from refine_ros.tf_buffer import TfBuffer, quaternion_multiply, rotate
+from refine_ros.robots.arm.tf_buffer import TfBuffer, quaternion_multiply, rotate
+from refine_ros.robots.rc_car import interface as car
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = car.CarLimits(max_speed=2.0, max_steering_angle=0.34, wheelbase=0.33)

@@ -25,7 +25,10 @@ from std_msgs.msg import Float64MultiArray
 
 from refine_ros.bringup import resolve_profile
 from refine_ros.bringup.spin import NodeSpinner
-from refine_ros.nodes import arm_bridge, rc_car_bridge, safety_node, track_detector
+from refine_ros.nodes import safety_node
+from refine_ros.nodes.registry import NODES
+from refine_ros.robots.arm import arm_bridge
+from refine_ros.robots.rc_car import rc_car_bridge, track_detector
 from refine_ros.wire import qos
 from refine_ros.wire.messages import pack_vector, unpack_vector
 from refine_ros_interfaces.msg import Step
@@ -257,7 +260,7 @@ def test_every_node_runs_as_a_process_and_exits_cleanly_on_sigint(tmp_path):
         params = tmp_path / f"{m}.yaml"
         params.write_text(yaml.safe_dump({f"life_{m}": {"ros__parameters": settings[m] or {"road_width": 0.3}}}))
         procs[m] = (subprocess.Popen(
-            [sys.executable, "-m", f"refine_ros.nodes.{m}", "--ros-args", "-r", f"__node:=life_{m}",
+            [sys.executable, "-m", NODES[m].module, "--ros-args", "-r", f"__node:=life_{m}",
              "--params-file", str(params)],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         ), log)  # fmt: skip

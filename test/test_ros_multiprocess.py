@@ -111,20 +111,20 @@ def test_the_graph_benchmark_measures_both_layouts_without_loss():
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_the_live_arm_graph_under_load_loses_nothing():
+def test_the_live_arm_graph_under_load_loses_nothing(tmp_path):
     """arm_real live, every node its own process, fake drivers at 50 Hz: every step of every
     episode is logged with its action and the safe command sent for it, no gap, and the
     watchdog does not trip while fresh inputs arrive (issue 11: 7 gap events, 18 missing action
     steps and 18 trips in one episode)."""
     from refine_ros.bench.robot import bench_robot
 
-    result = bench_robot(episodes=2, steps=100, timeout_s=300)
+    result = bench_robot(episodes=2, steps=100, timeout_s=300, log_dir=tmp_path / "logs")
     print(result)
-    assert result["ros_arm_real_outcome"] == "finished"
+    assert result["ros_arm_real_outcome"] == "finished", f"every node's log and stacks: {tmp_path / 'logs'}"
     assert result["ros_arm_real_episodes"] == 2 and result["ros_arm_real_rows"] == 200
     assert result["ros_arm_real_gap_events"] == 0 and result["ros_arm_real_missing_steps"] == 0
     assert result["ros_arm_real_rows_missing_parts"] == 0
-    assert result["ros_arm_real_servo_commands"] >= 200, "live: the bridge drove the arm"
+    assert result["ros_arm_real_driver_commands"] >= 200, "live: the bridge drove the arm"
     # The watchdog may stop the arm only when its inputs really went stale (here: this shared
     # machine held a process up for longer than the 60 ms the arm profile allows), or when the
     # safety node itself was held up two ticks in a row (issue 16: a late tick defers once only,

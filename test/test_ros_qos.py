@@ -37,11 +37,11 @@ def _limits(node: str) -> dict:
 def graph(tmp_path_factory):
     """The car_sim nodes and the arm_real robot side, in one context (what runs where does
     not change an endpoint's QoS)."""
-    from refine_ros.nodes.arm_bridge import ArmBridge
     from refine_ros.nodes.learner_node import LearnerNode
     from refine_ros.nodes.rollout_logger import RolloutLogger
     from refine_ros.nodes.safety_node import SafetyNode
     from refine_ros.nodes.sim_node import SimNode
+    from refine_ros.robots.arm.arm_bridge import ArmBridge
 
     run_dir = str(tmp_path_factory.mktemp("qos"))
     context = rclpy.Context()

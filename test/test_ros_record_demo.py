@@ -28,13 +28,13 @@ from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task
 from refine_ros.bringup import resolve_profile
 from refine_ros.bringup.spin import NodeSpinner
-from refine_ros.nodes.arm_bridge import ArmBridge
 from refine_ros.nodes.demo_recorder import DemoRecorder
 from refine_ros.nodes.joy_teleop import JoyTeleop
 from refine_ros.nodes.learner_node import LearnerNode
 from refine_ros.nodes.safety_node import SafetyNode
 from refine_ros.params import StartRefused
-from refine_ros.teleop import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
+from refine_ros.robots.arm.arm_bridge import ArmBridge
+from refine_ros.teleop.maps import BUTTON_B, BUTTON_LEFT_SHOULDER, LEFT_Y
 from refine_ros.wire import qos
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]

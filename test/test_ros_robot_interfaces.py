@@ -20,12 +20,13 @@ import rclpy  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 
 from refine_ros.bench import ros_env, wait_for  # noqa: E402
-from refine_ros.bench.faults import BRIDGES, Harness, Processes, motion, profile_parameters  # noqa: E402
+from refine_ros.bench.faults import Harness, Processes, motion, node_command, profile_parameters  # noqa: E402
 from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
-from refine_ros.tf_buffer import TfBuffer  # noqa: E402
+from refine_ros.robots.arm.tf_buffer import TfBuffer  # noqa: E402
 from refine_ros.wire.messages import pack_vector  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
+BRIDGES = {"arm": "arm_bridge", "car": "rc_car_bridge"}
 SAWYER = dict(base_frame="right_arm_base_link", ee_frame="hand", arm_joints=[f"right_j{i}" for i in range(7)])
 
 
@@ -36,8 +37,8 @@ class Rig:
     def __init__(self, tmp_path, robot: str, bridge: dict, driver: dict) -> None:
         self.robot, self.bridge = robot, bridge
         self.procs = Processes({**ros_env(), "PYTHONUNBUFFERED": "1"}, tmp_path)
-        self.procs.start("driver", ["-m", "refine_ros.fake_drivers", robot], driver)
-        self.procs.start("bridge", ["-m", f"refine_ros.nodes.{BRIDGES[robot]}"], bridge, node=BRIDGES[robot])
+        self.procs.start("driver", ["-m", "refine_ros.robots.fake_driver", robot], driver)
+        self.procs.start("bridge", node_command(BRIDGES[robot]), bridge, node=BRIDGES[robot])
         self.context = Context()
         rclpy.init(context=self.context)
         self.harness = Harness(self.context, robot, bridge, through_safety=False)

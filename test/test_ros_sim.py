@@ -39,7 +39,7 @@ ACTIONS = {"door_open": [0.3, 0.3, -0.2, 1.0], "car_racing": [0.1, 0.6, 0.0], "p
 def scene_topic_types(name: str) -> dict[str, type]:
     """The typed topics a task's sim node publishes: read from a real scene of the task, as
     the node does, so a harness subscribes to exactly those."""
-    from refine_ros.adapters import topic_types
+    from refine_ros.wire.adapters import topic_types
 
     task = get_task(name)
     env = task.make_env()
@@ -119,7 +119,7 @@ class Harness:
 
 @pytest.mark.parametrize("name", ["door_open", "car_racing"])
 def test_observation_values_round_trip(name):
-    from refine_ros.adapters import (
+    from refine_ros.wire.adapters import (
         ObservationSizeError,
         observation_from_values,
         observation_values,
@@ -145,7 +145,7 @@ def test_door_urdf_kinematics_match_mujoco():
     """What RViz draws from /joint_states is where MuJoCo has the arm, claws and door."""
     from builtin_interfaces.msg import Time
 
-    from refine_ros.adapters import scene_messages
+    from refine_ros.wire.adapters import scene_messages
 
     task = get_task("door_open")
     env = task.make_env()
@@ -164,7 +164,7 @@ def test_door_urdf_kinematics_match_mujoco():
             assert poses[link][:3, 3] == pytest.approx(data.body(body).xpos, abs=2e-3), link
         assert poses["door_handle"][:3, 3] == pytest.approx(env.unwrapped.handle_position(), abs=2e-3)
         # the door marker sits on the panel RViz draws from the URDF
-        from refine_ros.markers import Trail, scene_markers
+        from refine_ros.viewers.markers import Trail, scene_markers
 
         panel = [m for m in scene_markers(TaskView(task).scene(env), Trail(), Time()).markers
                  if m.ns == "door"][0].pose.position

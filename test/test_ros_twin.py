@@ -16,7 +16,7 @@ pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installe
 from refine_ros.bench import ros_env  # noqa: E402
 from refine_ros.bench.faults import profile_parameters  # noqa: E402
 from refine_ros.bench.twin import run_rig  # noqa: E402
-from refine_ros.nodes.car_twin import PARAMETERS as CAR_TWIN_PARAMETERS  # noqa: E402
+from refine_ros.robots.rc_car.car_twin import PARAMETERS as CAR_TWIN_PARAMETERS  # noqa: E402
 
 ENV = {**ros_env(), "PYTHONUNBUFFERED": "1"}
 

@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
 
-from refine_ros.nodes._twin import dropout_plans  # noqa: E402
-from refine_ros.twin.realtime import Window  # noqa: E402
+from refine_ros.robots._twin.node import dropout_plans  # noqa: E402
+from refine_ros.robots._twin.realtime import Window  # noqa: E402
 
 
 def test_dropout_parameters_become_plans_and_bad_windows_are_refused():
@@ -55,7 +55,7 @@ class _Client:
         from std_srvs.srv import SetBool
         from tf2_msgs.msg import TFMessage
 
-        from refine_ros.tf_buffer import TfBuffer
+        from refine_ros.robots.arm.tf_buffer import TfBuffer
         from refine_ros.wire import qos
 
         self.node = node = Node("twin_client", context=context)
@@ -109,7 +109,7 @@ class _Client:
 @pytest.mark.timeout(120)
 def test_arm_twin_is_servo_a_gripper_and_tf_in_the_robots_base_frame(context):
     from refine_ros.bringup.spin import NodeSpinner
-    from refine_ros.nodes.arm_twin import ArmTwinNode
+    from refine_ros.robots.arm.arm_twin import ArmTwinNode
 
     twin = ArmTwinNode(context=context)
     client = _Client(context)
@@ -157,7 +157,7 @@ def test_car_twin_drives_from_drive_and_reports_odom_erpm_and_its_camera(context
     from vesc_msgs.msg import VescStateStamped
 
     from refine_ros.bringup.spin import NodeSpinner
-    from refine_ros.nodes.car_twin import CarTwinNode
+    from refine_ros.robots.rc_car.car_twin import CarTwinNode
     from refine_ros.wire import qos
 
     twin = CarTwinNode(context=context)

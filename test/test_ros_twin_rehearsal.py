@@ -26,7 +26,7 @@ from std_srvs.srv import SetBool, Trigger  # noqa: E402
 from refine_core.store.db import RunDatabase  # noqa: E402
 from refine_core.tasks.registry import get_task  # noqa: E402
 from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
-from refine_ros.teleop import BUTTON_LEFT_SHOULDER, LEFT_Y, TRIGGER_RIGHT  # noqa: E402
+from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER, LEFT_Y, TRIGGER_RIGHT  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 STEPS = 10

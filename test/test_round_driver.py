@@ -14,7 +14,7 @@ import numpy as np
 
 from refine_core.rollout.plan import PlannedEpisode
 from refine_core.tasks.registry import get_task
-from refine_ros.round_driver import RoundDriver
+from refine_ros.loop.round_driver import RoundDriver
 
 TASK = get_task("car_racing")
 

@@ -26,6 +26,7 @@ class RevisesIntoABrokenProgram(Analyst):
     repair of it is broken too; the repair requests are written down."""
 
     name, is_llm = "broken-revision", False
+    reads_demonstration = True  # it defers to the offline analyst, whose checks read the demonstration
 
     def __init__(self):
         self.inner = OfflineAnalyst()
@@ -38,13 +39,13 @@ class RevisesIntoABrokenProgram(Analyst):
             return ProgramAnswer(BROKEN, reasoning="still broken", conversation=list(context or []))
         return self.inner.generate(spec)
 
-    def diagnose(self, spec, program, schema):
-        answer = self.inner.diagnose(spec, program, schema)
+    def diagnose(self, spec, program, schema, *, demo=False):
+        answer = self.inner.diagnose(spec, program, schema, demo=demo)
         answer.conversation = [{"role": "user", "content": f"diagnose this program:\n{program}"},
                                {"role": "assistant", "content": answer.reasoning}]
         return answer
 
-    def revise(self, spec, program, results, *, conversation=None):
+    def revise(self, spec, program, results, *, conversation=None, demo=False):
         self.revisions += 1
         if self.revisions == 1:
             return Decision("program", program=BROKEN, reasoning="DECISION: revise\nA new structure.",
@@ -137,9 +138,9 @@ def test_the_analyst_reads_the_published_door_under_its_column_names_and_storage
     seen = {}
 
     class Reader(OfflineAnalyst):
-        def diagnose(self, spec, program, schema):
+        def diagnose(self, spec, program, schema, *, demo=False):
             seen["schema"] = list(schema)
-            answer = super().diagnose(spec, program, schema)
+            answer = super().diagnose(spec, program, schema, demo=demo)
             answer.code = "print('door columns', [c for c in df.columns if 'door_' in c][:3])\n" \
                           "print('demo has door_x', 'door_x' in demo.columns)\n" + answer.code
             return answer

@@ -1,15 +1,21 @@
 """What the analyst is told about a task: the published information by default, the richer
 facts as the named option, and the same information everywhere it reads (description, input,
-action and metric lines, column names), while storage keeps the task's own names."""
+action and metric lines, column names), while storage keeps the task's own names. Under the
+published variant nothing the model reads names a simulator, a robot model or a library, and
+the diagnostics are told of the demonstration table only when the run gives it to them."""
 
 import re
 
 import pytest
+from published_words import FORBIDDEN
 
 from refine_core.analyst import prompts
 from refine_core.loop import analyst_table
 from refine_core.rollout.schema import RolloutSchema, analyst_renames
 from refine_core.tasks.registry import UnknownDescriptionError, get_task
+from refine_core.tasks.spec import LEGACY_VARIANT
+
+TASKS = ("car_racing", "door_open")
 
 
 def _words(text: str) -> str:
@@ -17,10 +23,12 @@ def _words(text: str) -> str:
 
 
 def test_published_is_the_default_and_detailed_the_named_option():
-    for name in ("car_racing", "door_open"):
+    for name in TASKS:
         assert get_task(name).spec.description_variant == "published"
         assert get_task(name, "detailed").spec.description_variant == "detailed"
         assert get_task(name).spec.describe() != get_task(name, "detailed").spec.describe()
+        assert type(get_task(name)).description_variants[0] == "published"
+        assert LEGACY_VARIANT in type(get_task(name)).description_variants
     # the pendulum has no published counterpart: its one text is a detailed one, and asking for
     # a published one is refused with what it has
     assert get_task("pendulum").spec.description_variant == "detailed"
@@ -50,14 +58,21 @@ def test_the_published_door_description_calls_features_4_to_6_the_doors():
                  "the handle is horizontal", "the gripper points down", "relative to its current position",
                  "1 open, 0 close", "pull the door open to the desired angle"):
         assert fact in text, fact
-    # no success rule, frames, offsets, target geometry or step size; the metric line names the door
+    # no success rule, frames, offsets, target geometry, step size or action ranges (none were published)
     for extra in ("0.08", "world frame", "4.5 cm", "clockwise", "0.5 m", "1 cm", "handle (4-6)", "500 steps",
-                  "qx, qy"):
+                  "qx, qy", "[-1, 1]", "[0, 1]"):
         assert extra not in text, extra
-    metric_line = next(line for line in spec.describe().splitlines() if line.startswith("Metric"))
-    assert "door's coordinates (4-6)" in metric_line and "handle" not in metric_line
+    # no metric line: it would tie features 4-6 to the target, which the published text does not
+    assert not [line for line in spec.describe().splitlines() if line.startswith("Metric")]
+    # the published reward, in one sentence: reach and grasp the handle, pull towards the target, a
+    # success bonus and a time penalty
+    sentences = [x for x in re.split(r"(?<=[.;:])\s+", text) if "reward" in x.lower()]
+    assert len(sentences) == 1, sentences
+    for term in ("reaches", "grasps the handle", "towards the target", "bonus for success", "penalty"):
+        assert term in sentences[0], term
     detailed = _words(get_task("door_open", "detailed").spec.describe())
-    assert "handle (4-6)" in detailed and "0.08 m" in detailed
+    assert "handle (4-6)" in detailed and "0.08 m" in detailed and "dx in [-1, 1]" in detailed
+    assert "in [-1, 1]" in _words(get_task("car_racing").spec.describe()), "the car's ranges were published"
 
 
 def test_columns_follow_the_variant_for_the_analyst_and_never_in_storage():
@@ -97,3 +112,85 @@ def test_the_generation_rules_ask_for_a_variance_per_output_without_requiring_a_
     assert "variance for every action dimension" in rules
     assert "log standard deviation per action" not in rules and "learnable log-std" not in rules
     assert "allowed but not required" in rules and "may depend on the inputs" in rules
+
+
+def _published_requests(spec, *, demo: bool) -> dict[str, str]:
+    """Every request the model is sent for `spec` (each question, fresh and continued), as text."""
+    shown = spec.for_analyst()
+    schema = RolloutSchema.for_task(shown, ("latent_reach",)).columns
+    program = "class X: pass"
+    diagnose = prompts.diagnostics_messages(shown, program, schema, demo=demo)
+    asked = diagnose + [{"role": "assistant", "content": "1. Task analysis ...\n```python\nprint(1)\n```"}]
+    revise = prompts.revision_messages(shown, program, "results", conversation=asked, demo=demo)
+    requests = {
+        "system": prompts.system_text(shown),
+        "generate": prompts.generation_messages(shown),
+        "regenerate (fresh)": prompts.regeneration_messages(shown, failed_program=program, error="boom"),
+        "regenerate (continued)": prompts.regeneration_messages(shown, failed_program=program, error="boom",
+                                                                context=asked),
+        "diagnose": diagnose,
+        "revise (continued)": revise,
+        "revise (more tests)": prompts.revision_messages(shown, program, "more", conversation=revise + [
+            {"role": "assistant", "content": "DECISION: more_tests"}], demo=demo),
+        "revise (fresh)": prompts.revision_messages(shown, program, "results", demo=demo),
+        "correction": [prompts.correction_message("no code block", prompts.revision_format(demo=demo))],
+        "analyst columns": schema,
+    }
+    return {k: v if isinstance(v, str) else "\n".join(m["content"] if isinstance(m, dict) else str(m) for m in v)
+            for k, v in requests.items()}
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("demo", (False, True), ids=("rollout-only", "demo-access"))
+def test_nothing_the_model_reads_under_the_published_variant_names_a_simulator_or_library(task, demo):
+    for name, text in _published_requests(get_task(task).spec, demo=demo).items():
+        found = FORBIDDEN.findall(text)
+        assert not found, f"{task} {name} names {found}"
+    assert not FORBIDDEN.search(" ".join(get_task(task).spec.for_analyst().observation_columns))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_check_for_simulator_names_can_fail(task):
+    """The legacy wording (what the runs recorded before it was fixed were sent) names them, and
+    the same check finds them there."""
+    found = {name for name, text in _published_requests(get_task(task, LEGACY_VARIANT).spec, demo=True).items()
+             if FORBIDDEN.search(text)}
+    assert {"system", "generate", "diagnose", "revise (fresh)"} <= found
+    assert not FORBIDDEN.search(prompts.SYSTEM) and FORBIDDEN.search(prompts.LEGACY_SYSTEM)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_model_is_told_of_the_demonstration_table_only_when_the_code_receives_it(task):
+    spec = get_task(task).spec
+    off, on = _published_requests(spec, demo=False), _published_requests(spec, demo=True)
+    for name in ("diagnose", "revise (continued)", "revise (more tests)", "revise (fresh)"):
+        assert "`demo`" not in off[name] and "demo.columns" not in off[name], name
+        assert "`df` is defined" in off[name] or "only data the code receives" in off[name], name
+        assert "demonstration's actions" not in off[name], "no comparison with a table the code cannot read"
+        assert "`demo`" in on[name], name
+    assert "demonstration's actions in similar states" in on["diagnose"]
+
+
+def test_the_legacy_variant_is_the_wording_the_committed_runs_were_sent():
+    """The runs under results/llm/ recorded before the published variant was corrected were sent
+    the legacy wording: their zero-shot requests hash the same as today's legacy requests."""
+    import json
+    from pathlib import Path
+
+    from refine_core.analyst.transcript import request_hash
+    from refine_core.run_setup import upgrade_recorded
+
+    root = Path(__file__).resolve().parent.parent / "results" / "llm"
+    checked = 0
+    for path in sorted(root.glob("*/*/transcript.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        settings = upgrade_recorded(lines[0]["settings"])
+        if settings["task_description"] != LEGACY_VARIANT:
+            continue
+        generate = next((x for x in lines[1:] if x["role"] == "generate"), None)
+        if generate is None:
+            continue
+        spec = get_task(settings["task"], LEGACY_VARIANT).spec.for_analyst()
+        assert request_hash(prompts.generation_messages(spec), "generate") == generate["hash"], path
+        checked += 1
+    assert checked >= 2 or not list(root.glob("*/*/transcript.jsonl"))

@@ -85,7 +85,7 @@ def test_expert_acts_in_bounds_and_the_scene_keeps_its_shape(name):
     task = get_task(name)
     env, observations, scenes = _rollout(task)
     try:
-        from refine_ros.scene_topics import scene_topics
+        from refine_ros.viewers.scene_topics import scene_topics
 
         assert len(scenes) > 10
         first = scenes[0]
@@ -190,7 +190,8 @@ def _branch_literals(path: Path, names: set[str]) -> list[str]:
 
 
 def test_the_ros_glue_that_draws_tasks_has_no_per_task_branch(tmp_path):
-    files = [ROOT / "refine_ros" / f for f in ("adapters.py", "markers.py", "export.py", "scene_topics.py")]
+    files = [ROOT / "refine_ros" / f for f in ("wire/adapters.py", "viewers/markers.py", "viewers/export.py",
+                                            "viewers/scene_topics.py")]
     files.append(ROOT / "refine_ros" / "nodes" / "sim_node.py")
     found = [hit for f in files for hit in _branch_literals(f, set(TASKS))]
     assert not found, f"per-task branches: {found}"

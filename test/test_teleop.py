@@ -1,5 +1,5 @@
 """Gamepad and keyboard -> teleop command, and a take -> a demonstration, without DDS: the rules
-the teleop nodes and the demo recorder apply (refine_ros.teleop, refine_ros.recording)."""
+the teleop nodes and the demo recorder apply (refine_ros.teleop.maps, refine_ros.teleop.recording)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 from refine_core.rollout.demo import Demonstration, DemonstrationError, parse_takes, teleop_source
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros.recording import Take, build_demonstration, find_gaps, save_take, take_problem
-from refine_ros.teleop import (
+from refine_ros.teleop.maps import (
     CONTROL_KEYS,
     DEMO_BUTTONS,
     DEMO_CONTROLS,
@@ -26,6 +25,13 @@ from refine_ros.teleop import (
     keymap_for,
     label_service,
     standard_joy_map,
+)
+from refine_ros.teleop.recording import (
+    Take,
+    build_demonstration,
+    find_gaps,
+    save_take,
+    take_problem,
 )
 
 DOOR = get_task("door_open").spec
@@ -316,7 +322,7 @@ def test_a_takes_driver_topics_round_trip_through_mcap(tmp_path):
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import JointState
 
-    from refine_ros.take_bag import TakeBag, message_class, parse_topics
+    from refine_ros.teleop.take_bag import TakeBag, message_class, parse_topics
 
     topics = parse_topics(["/joint_states:sensor_msgs/msg/JointState", " "])
     assert topics == [("/joint_states", "sensor_msgs/msg/JointState")] and message_class(topics[0][1]) is JointState

@@ -17,8 +17,8 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray
 
-from refine_ros.nodes.track_detector import PARAMETERS, TrackDetector, image_to_bgr
-from refine_ros.vision import (
+from refine_ros.robots.rc_car.track_detector import PARAMETERS, TrackDetector, image_to_bgr
+from refine_ros.robots.rc_car.vision import (
     HALF_WIDTH_UNITS,
     TILE_SPACING_UNITS,
     CameraModel,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from refine_core.tasks.door_open.expert import DoorExpert
-from refine_ros.twin.arm import OPEN_GAP_M, ArmTwin, ArmTwinConfig, GripperGoal, TwistCommand
-from refine_ros.twin.frames import Pose
-from refine_ros.twin.realtime import DropoutPlan
+from refine_ros.robots._twin.frames import Pose
+from refine_ros.robots._twin.realtime import DropoutPlan
+from refine_ros.robots.arm.twin import OPEN_GAP_M, ArmTwin, ArmTwinConfig, GripperGoal, TwistCommand
 
 PERIOD = 0.02  # 50 Hz
 EXACT = dict(joint_position_std_rad=0.0, marker_position_std_m=0.0, marker_rotation_std_rad=0.0)
@@ -238,7 +238,7 @@ def test_the_door_opens_through_the_twins_interfaces_and_the_twin_reports_it():
 
 
 def test_the_tick_cost_bench_reports_every_tick():
-    from refine_ros.twin.bench import arm_step_cost
+    from refine_ros.robots.arm.bench import arm_step_cost
 
     fig = arm_step_cost(seconds=1.0, progress=False)
     assert fig["ticks"] == 50 and fig["period_ms"] == 20.0

@@ -9,6 +9,7 @@ pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installe
 
 from refine_ros.bringup import ProfileError, launch_plan, resolve_profile  # noqa: E402
 from refine_ros.bringup.up import UpOptions, plan_profile  # noqa: E402
+from refine_ros.nodes.registry import NODES  # noqa: E402
 
 
 @pytest.mark.parametrize("profile, twin, bridge", [
@@ -22,7 +23,7 @@ def test_driver_twin_puts_the_robots_twin_before_the_unchanged_profile(profile, 
     assert names == [twin, *(n.name for n in hardware.nodes)], "the twin first, then the profile's own nodes"
     assert twin not in {n.name for n in hardware.nodes}, "the hardware default starts no twin"
     spec = rehearsal.node(twin)
-    assert (spec.executable, spec.module) == (twin, f"refine_ros.nodes.{twin}") and spec.module_available()
+    assert (spec.executable, spec.module) == (twin, NODES[twin].module) and spec.module_available()
     for node in hardware.nodes:  # every node keeps its parameters; the arm's bridge reads the twin's target
         expected = dict(node.parameters)
         if node.name == "arm_bridge":

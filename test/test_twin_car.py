@@ -10,17 +10,17 @@ import math
 import numpy as np
 import pytest
 
-from refine_ros.twin.bench import detector_tile_error
-from refine_ros.twin.car import (
+from refine_ros.robots._twin.frames import Pose
+from refine_ros.robots._twin.realtime import DropoutPlan
+from refine_ros.robots.rc_car.bench import detector_tile_error
+from refine_ros.robots.rc_car.camera import SKY_BGR, CarCamera, PinholeCamera, metres_per_unit
+from refine_ros.robots.rc_car.twin import (
     CarTwin,
     CarTwinConfig,
     DriveCommand,
     SpeedController,
     drive_from_twist,
 )
-from refine_ros.twin.car_camera import SKY_BGR, CarCamera, PinholeCamera, metres_per_unit
-from refine_ros.twin.frames import Pose
-from refine_ros.twin.realtime import DropoutPlan
 
 PERIOD = 0.02  # 50 Hz
 
@@ -73,7 +73,7 @@ def test_the_detector_reads_the_rendered_camera_within_the_measured_error():
     """The track detector on the twin's pictures against the simulator's own tiles, along
     part of an expert lap (a different track from the bench's seed 0).
 
-    Bounds, from `python -m refine_ros.twin.bench detector --seeds 0 1 2 3 4` (x 0.015,
+    Bounds, from `python -m refine_ros.robots.rc_car.bench detector --seeds 0 1 2 3 4` (x 0.015,
     y 0.031, theta 0.040 mean; 0.8% frames without tiles) with margins a calibration error
     would exceed (the end of the test): x within a tenth of the road's half-width on
     average; y carries the tile phase no camera can see (uniform over +-half a spacing, mean
@@ -231,7 +231,7 @@ def test_a_lap_driven_through_ackermann_commands_reports_success():
 
 
 def test_the_tick_cost_bench_reports_every_tick_and_the_camera_ticks():
-    from refine_ros.twin.bench import car_step_cost
+    from refine_ros.robots.rc_car.bench import car_step_cost
 
     fig = car_step_cost(seconds=1.0, progress=False)
     assert fig["ticks"] == 50 and fig["camera_ticks"]["ticks"] == 25 and fig["period_ms"] == 20.0

@@ -1,15 +1,18 @@
 """The README's twin rehearsal at full size, with this script as the operator and the gamepad.
 
 What a person does at the robot, done by a script so that the whole workflow can be measured:
-`refine up <robot>_record_demo --twin --processes` records `--takes` takes (the gamepad's stick
+`refine up <profile>_record_demo --twin --processes` records `--takes` takes (the gamepad's stick
 held with the dead-man button down, demo/start, demo/stop, demo/label true, demo/keep; the
-twin put back between takes as a person resets the scene), then `refine up <robot> --twin
+twin put back between takes as a person resets the scene), then `refine up <profile> --twin
 --processes` fits them and runs `--rounds` refinement rounds whose episodes run live on the
 twin, each confirmed by the operator, the twin reset after each. Every node is its own process;
 the gamepad (sensor_msgs/Joy on /joy) and the operator's service calls are this process.
 
     python tools/rehearse_twin.py --robot arm --run runs/arm_twin
     python tools/rehearse_twin.py --robot car --run runs/car_twin
+
+Any registered robot works (refine_ros/robots/registry.py): its descriptor gives the profile,
+the twin node, the task and the stick a take holds.
 
 Prints a JSON summary from the run database: the takes, the fit, the rounds and their
 episodes, and how many steps reached the driver through the safety node. The short version of
@@ -28,14 +31,17 @@ import time
 from pathlib import Path
 
 from refine_ros.bench.faults import Harness as FaultHarness
-from refine_ros.teleop import BUTTON_LEFT_SHOULDER as DEADMAN
-from refine_ros.teleop import LEFT_Y, TRIGGER_RIGHT
+from refine_ros.robots.registry import get_robot, robot_names
+from refine_ros.teleop.maps import AXES
+from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER as DEADMAN
 
-ROBOTS = {
-    # profile, the twin node, the stick held during a take (axis -> value), and its task
-    "arm": ("arm_real", "arm_twin", {LEFT_Y: 0.6}, "door_open"),  # left stick forward: the tool's +y
-    "car": ("rc_car_real", "car_twin", {TRIGGER_RIGHT: -0.3}, "car_racing"),  # right trigger part-way: gas
-}
+
+def rehearsal(robot: str) -> tuple[str, str, dict[int, float], str]:
+    """The robot's profile, its twin node, the stick a take holds (axis index -> value) and its
+    task, from its descriptor."""
+    described = get_robot(robot)
+    stick = {AXES[axis]: value for axis, value in described.take_stick.items()}
+    return described.profile, described.twin, stick, described.task
 
 
 def _up(profile: str, run_dir: Path, log: Path, *extra: str) -> subprocess.Popen:
@@ -186,7 +192,7 @@ def summary(run_dir: Path, task: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--robot", choices=list(ROBOTS), required=True)
+    parser.add_argument("--robot", choices=list(robot_names()), required=True)
     parser.add_argument("--run", type=Path, required=True, help="run directory (created)")
     parser.add_argument("--takes", type=int, default=2)
     parser.add_argument("--take-seconds", type=float, default=3.0)
@@ -196,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=None, help="step cap of every episode (default: the "
                         "task's episode length)")
     args = parser.parse_args(argv)
-    profile, twin, stick, task = ROBOTS[args.robot]
+    profile, twin, stick, task = rehearsal(args.robot)
     args.run.mkdir(parents=True, exist_ok=True)
     op = Operator(twin)
     t0 = time.monotonic()

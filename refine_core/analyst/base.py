@@ -147,6 +147,11 @@ class Analyst(ABC):
     name: str = "analyst"
     #: True when answers come from a language model (live or replayed).
     is_llm: bool = False
+    #: Whether this analyst's diagnostics read the demonstration when the run does not say
+    #: (`RefineConfig.diagnostics_see_demo` None): never for a language model (the published
+    #: method gives its analysis code the rollout only); the offline analyst's pre-written
+    #: checks compare the rollout with the demonstration, so it has them on.
+    reads_demonstration: bool = False
 
     @abstractmethod
     def generate(
@@ -166,11 +171,13 @@ class Analyst(ABC):
         """
 
     @abstractmethod
-    def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
+    def diagnose(self, spec: TaskSpec, program: str, schema: list[str], *, demo: bool = False) -> DiagnosticsAnswer:
         """Write diagnostic code for `program` knowing only the rollout table's column names.
 
         `schema` lists `expert_<action>` columns only when expert relabels are switched on;
-        analysts must not assume them otherwise."""
+        analysts must not assume them otherwise. The code receives the rollout table `df`
+        only, unless `demo` is True (the run's `diagnostics_see_demo` option): then also the
+        demonstration table `demo`."""
 
     @abstractmethod
     def revise(
@@ -180,13 +187,15 @@ class Analyst(ABC):
         results: str,
         *,
         conversation: Conversation | None = None,
+        demo: bool = False,
     ) -> Decision:
         """Read printed diagnostic results and answer: a new program, more tests, or stop.
 
         `conversation` is the exchange the results belong to (the `DiagnosticsAnswer`'s, or
         the previous "tests" `Decision`'s); the question continues it. Without it (the
         diagnostics gave no usable code) the question starts afresh from the task, the
-        program and `results`.
+        program and `results`. `demo`: more tests would also receive the demonstration table
+        (as in `diagnose`).
         """
 
 

@@ -45,13 +45,42 @@ EXPERT_ON = (
     "published comparison does not use and that does not exist on a robot."
 )
 EXPERT_OFF = (
-    "Expert relabels: off. The analyst saw only the rollout, the one demonstration and the "
-    "program, as in the published comparison."
+    "Expert relabels: off, as in the published comparison (no expert_<action> columns)."
 )
 EXPERT_UNKNOWN = "Expert relabels: not recorded for this run."
 
 #: Config keys under which a run may record whether expert relabels were on.
 EXPERT_CONFIG_KEYS = ("expert_relabels", "label_expert", "expert_labels")
+
+
+DEMO_ACCESS_ON = (
+    "Demonstration in the diagnostics: ON. The analysis code received the demonstration table "
+    "(`demo`) besides the rollout table (`df`); the published method gives it the rollout only, "
+    "so results with it on are a departure."
+)
+DEMO_ACCESS_OFF = (
+    "Demonstration in the diagnostics: off. The analysis code received the rollout table (`df`) "
+    "only, as published."
+)
+DEMO_ACCESS_UNKNOWN = "Demonstration in the diagnostics: not recorded for this run."
+DEMO_ACCESS_KEY = "diagnostics_see_demo"
+
+
+def demo_access_label(on: bool | None) -> str:
+    if on is None:
+        return DEMO_ACCESS_UNKNOWN
+    return DEMO_ACCESS_ON if on else DEMO_ACCESS_OFF
+
+
+def demo_access_setting(config: Mapping[str, Any] | None) -> bool | None:
+    """Whether a run's analysis code read the demonstration: the recorded setting; on for a
+    refinement run recorded before the setting existed (every one had it on); None when the
+    configuration is not a refinement run's."""
+    if not isinstance(config, Mapping):
+        return None
+    if isinstance(config.get(DEMO_ACCESS_KEY), bool):
+        return config[DEMO_ACCESS_KEY]
+    return True if "max_rounds" in config else None
 
 
 def analyst_label(name: str | None) -> str:

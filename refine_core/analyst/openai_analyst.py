@@ -158,8 +158,8 @@ class LLMAnalyst(Analyst):
             return ProgramAnswer(None, _last_reasoning(calls), calls, err, conversation)
         return ProgramAnswer(parsed.code, parsed.reasoning, calls, None, conversation)
 
-    def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
-        messages = prompts.diagnostics_messages(spec, program, list(schema))
+    def diagnose(self, spec: TaskSpec, program: str, schema: list[str], *, demo: bool = False) -> DiagnosticsAnswer:
+        messages = prompts.diagnostics_messages(spec, program, list(schema), demo=demo)
         parsed, calls, err, conversation = self._ask(
             "diagnose",
             messages,
@@ -177,6 +177,7 @@ class LLMAnalyst(Analyst):
         results: str,
         *,
         conversation: Conversation | None = None,
+        demo: bool = False,
     ) -> Decision:
         messages = prompts.revision_messages(
             spec,
@@ -185,12 +186,13 @@ class LLMAnalyst(Analyst):
             conversation=conversation,
             results_max_chars=self.results_max_chars,
             max_test_requests=self.max_test_requests,
+            demo=demo,
         )
         parsed, calls, err, exchange = self._ask(
             "revise",
             messages,
             lambda text: parser.parse_decision(text, spec.policy_class),
-            prompts.REVISION_FORMAT,
+            prompts.revision_format(demo=demo),
         )
         if parsed is None:
             return Decision("stop", reasoning=_last_reasoning(calls), calls=calls, error=err,

@@ -8,6 +8,15 @@ Three questions start an exchange (zero-shot generation, diagnostics, and a revi
 repair with nothing to continue); the others continue one by appending a single user
 message, because the method has the model read results and errors next to what it said
 before: its program, its statement of expected behaviour and its hypotheses.
+
+What the model may know is what a robot owner could tell it: no text here names a simulator
+or a library, and the episodes are "rollouts" wherever they run. The analysis code receives
+the rollout table `df` only, as published; the demonstration table `demo` is an option of the
+run (`RefineConfig.diagnostics_see_demo`), and the words about it appear only when it is on
+(`demo=True`), so a model is never told of a table its code cannot read. With it on, the
+diagnostic and revision texts are, byte for byte, those the runs recorded before the option
+existed were sent (they all had it on), so those runs replay exactly; their system text and
+task description are the `legacy_published` variant's (`system_text`).
 """
 
 from __future__ import annotations
@@ -30,9 +39,18 @@ _ROLES = ("system", "user", "assistant")
 SYSTEM = """\
 You design and debug structured control policies: small PyTorch programs whose \
 intermediate quantities have a physical meaning. Your programs are fitted to one expert \
+demonstration by maximum likelihood and then run on the task; every step of these rollouts \
+is logged as a table row. You then test the program against that table with analysis code, \
+like unit tests for a controller, and fix its structure where the tests show a flaw."""
+
+LEGACY_SYSTEM = """\
+You design and debug structured control policies: small PyTorch programs whose \
+intermediate quantities have a physical meaning. Your programs are fitted to one expert \
 demonstration by maximum likelihood, rolled out in a simulator, and every rollout step is \
 logged as a table row. You then test the program against that table with analysis code, \
 like unit tests for a controller, and fix its structure where the tests show a flaw."""
+"""The system text the runs recorded with the `legacy_published` description were sent (it
+named a simulator); only that variant uses it, so those runs replay exactly."""
 
 CONTRACT = """\
 Program contract (a program that breaks it is rejected before fitting):
@@ -79,7 +97,7 @@ PROGRAM_FORMAT = """\
 Answer with a short explanation of the structure, then the complete program in one \
 ```python code block. Do not split the program over several blocks."""
 
-_DIAGNOSTICS_RULES_BASE = """\
+_DIAGNOSTICS_RULES_DEMO = """\
 Diagnostic code rules:
 - The code runs as a script with two pandas DataFrames already defined: `df`, the logged \
 rollouts of the fitted policy (one row per step; several episodes, told apart by the \
@@ -98,6 +116,23 @@ action; abrupt changes or oscillation over time; behaviour in specific states (f
 in the steps where the state is bad, does the action push it back?); where the rollout \
 visits states the demonstration never visited, and how the policy's actions in the rollout \
 compare with the demonstration's actions in similar states."""
+
+_DIAGNOSTICS_RULES_ROLLOUT = """\
+Diagnostic code rules:
+- The code runs as a script with one pandas DataFrame already defined: `df`, the logged \
+rollouts of the fitted policy (one row per step; several episodes, told apart by the \
+`episode` column). It is the only data the code receives. numpy (as np), pandas (as pd) and \
+scipy are importable; nothing else is needed. There is no file, network or process access, \
+and no plotting.
+- Print every result with a short label, e.g. print("sign of weight_k_steer:", value). \
+Only printed text comes back to you, truncated if very long, so print compact summaries \
+(numbers rounded, no full tables).
+- Test concrete hypotheses about how a correct controller for this task behaves: signs and \
+magnitudes of weights against the intent of the program; whether each latent matches what \
+its name claims (recompute it from the observation columns and compare); correlations and \
+simple regressions between observations, latents and actions; saturation rate of each \
+action; abrupt changes or oscillation over time; behaviour in specific states (for example, \
+in the steps where the state is bad, does the action push it back?)."""
 
 _DIAGNOSTICS_RULES_EXPERT = """\
 - The table also holds expert_<action> columns: the expert's action in the policy's own \
@@ -128,21 +163,28 @@ observation column per coordinate of forward's inputs, in input order (row-major
 with several dimensions); latent_* and weight_* are the program's info keys; \
 mean_<action> is the policy's action mean, std_<action> its standard deviation (the norm \
 of that action's row of scale_tril), act_<action> the executed (clipped) action{expert}; \
-reward, done; next_<observation> is the observation after the step. The \
-demonstration table `demo` has the observation columns and act_<action> for the \
+reward, done; next_<observation> is the observation after the step."""
+
+_DEMO_CONVENTIONS = """\
+ The demonstration table `demo` has the observation columns and act_<action> for the \
 demonstrated actions, but not the program's latents or weights."""
 
-REVISION_FORMAT = """\
+_REVISION_FORMAT = """\
 Choose exactly one of three answers and begin your answer with the matching line:
 DECISION: revise — the results show a structural flaw; write the complete model summary of \
 the revised program, then the complete revised program (same contract, same class name) in \
 one ```python block. Change the structure, not only initial values: fitting will \
 re-estimate the coefficients from the demonstration.
 DECISION: more_tests — the results are not conclusive; give only the additional diagnostic \
-code in one ```python block (the earlier checks are not run again; same rules: `df` and \
-`demo` are defined, print the results; print(list(df.columns)) if you need the column names).
+code in one ```python block (the earlier checks are not run again; same rules: {tables}, \
+print the results; print(list(df.columns)) if you need the column names).
 DECISION: stop — the program behaves as intended and further changes are unlikely to help.
 After the DECISION line, explain in a few sentences which results led to your choice."""
+REVISION_FORMAT = _REVISION_FORMAT.format(tables="only `df` is defined")
+"""The three-way answer format when the analysis code reads the rollout table only."""
+REVISION_FORMAT_DEMO = _REVISION_FORMAT.format(tables="`df` and `demo` are defined")
+"""The same when it also reads the demonstration (the wording every earlier run was sent)."""
+REVISION_FORMATS = (REVISION_FORMAT, REVISION_FORMAT_DEMO)
 
 _REVISION_COMPARE = """\
 Compare these results with the statement you wrote before your code (model summary, \
@@ -185,8 +227,16 @@ def _results_block(results: str, limit: int) -> str:
     return f"```text\n{text}\n```"
 
 
-def _system() -> dict[str, str]:
-    return {"role": "system", "content": SYSTEM}
+def system_text(spec: TaskSpec) -> str:
+    """The system message: `LEGACY_SYSTEM` for the legacy description only (the runs recorded
+    with it were sent that), `SYSTEM` for every other."""
+    from refine_core.tasks.spec import LEGACY_VARIANT
+
+    return LEGACY_SYSTEM if spec.description_variant == LEGACY_VARIANT else SYSTEM
+
+
+def _system(spec: TaskSpec) -> dict[str, str]:
+    return {"role": "system", "content": system_text(spec)}
 
 
 def _user(*parts: str) -> dict[str, str]:
@@ -199,29 +249,34 @@ def has_expert_columns(schema: Sequence[str]) -> bool:
     return bool(family_columns(schema, "expert"))
 
 
-def diagnostics_rules(*, expert: bool) -> str:
-    """The diagnostic rules; expert columns are described only when the table has them, so a
-    model is never told about information it cannot use."""
-    parts = [_DIAGNOSTICS_RULES_BASE]
+def diagnostics_rules(*, expert: bool, demo: bool = False) -> str:
+    """The diagnostic rules; the demonstration table and expert columns are described only
+    when the code receives them, so a model is never told about information it cannot use."""
+    parts = [_DIAGNOSTICS_RULES_DEMO if demo else _DIAGNOSTICS_RULES_ROLLOUT]
     if expert:
         parts.append(_DIAGNOSTICS_RULES_EXPERT)
     parts.append(_DIAGNOSTICS_RULES_GUARD)
     return "\n".join(parts)
 
 
-def table_conventions(*, expert: bool) -> str:
+def table_conventions(*, expert: bool, demo: bool = False) -> str:
     extra = ", expert_<action> the expert's action in the same state" if expert else ""
-    return _TABLE_CONVENTIONS.format(expert=extra)
+    return _TABLE_CONVENTIONS.format(expert=extra) + (_DEMO_CONVENTIONS if demo else "")
 
 
-def revision_instructions(max_test_requests: int) -> str:
+def revision_format(*, demo: bool = False) -> str:
+    """The three-way answer format; its more-tests line names the tables the code receives."""
+    return REVISION_FORMAT_DEMO if demo else REVISION_FORMAT
+
+
+def revision_instructions(max_test_requests: int, *, demo: bool = False) -> str:
     """What to answer after results: the comparison asked for, the three-way format, the
     more-tests budget and the rules a revised program follows."""
     budget = (
         f"One round honours at most {max_test_requests} requests for more tests; after "
         "that the round ends without a revision."
     )
-    return "\n\n".join([_REVISION_COMPARE, REVISION_FORMAT, budget,
+    return "\n\n".join([_REVISION_COMPARE, revision_format(demo=demo), budget,
                          "A revised program follows these rules:\n" + GENERATION_RULES])
 
 
@@ -245,7 +300,7 @@ def clean_conversation(conversation: object) -> Messages:
 def generation_messages(spec: TaskSpec) -> Messages:
     """Zero-shot generation from the task description, the contract and the rules."""
     return [
-        _system(),
+        _system(spec),
         _user(spec.describe(), contract(spec), GENERATION_RULES,
               f"Write a first version of {spec.policy_class} for this task.", PROGRAM_FORMAT),
     ]
@@ -279,27 +334,27 @@ def regeneration_messages(
         return history + [_user(REPAIR_INTRO, quoted, error_part, _REGENERATE_ASK, PROGRAM_FORMAT)]
     quoted = "Previous program:\n" + _fence(failed_program) if failed_program is not None else ""
     return [
-        _system(),
+        _system(spec),
         _user(spec.describe(), contract(spec), GENERATION_RULES, REPAIR_INTRO, quoted, error_part,
               "Fix the cause of this error and keep the parts that were sound.", PROGRAM_FORMAT),
     ]
 
 
-def diagnostics_messages(spec: TaskSpec, program: str, schema: list[str]) -> Messages:
+def diagnostics_messages(spec: TaskSpec, program: str, schema: list[str], *, demo: bool = False) -> Messages:
     """Ask for the statement and the analysis code from the program and the column names
-    only (no numbers)."""
+    only (no numbers); `demo`: the code also receives the demonstration table."""
     expert = has_expert_columns(schema)
     columns = ", ".join(str(c) for c in schema)
     return [
-        _system(),
+        _system(spec),
         _user(
             spec.describe(),
             contract(spec),
             "The program below has been fitted to the demonstration and rolled out:\n"
             + _fence(program),
             f"The rollout table `df` has these columns ({len(schema)}):\n{columns}",
-            table_conventions(expert=expert),
-            diagnostics_rules(expert=expert),
+            table_conventions(expert=expert, demo=demo),
+            diagnostics_rules(expert=expert, demo=demo),
             "Write diagnostic code that tests whether this program behaves as its structure "
             "intends and finds the structural flaws that limit its performance on the metric.",
             DIAGNOSTICS_FORMAT,
@@ -315,18 +370,20 @@ def revision_messages(
     conversation: object = None,
     results_max_chars: int = RESULTS_MAX_CHARS,
     max_test_requests: int = DEFAULT_MAX_TEST_REQUESTS,
+    demo: bool = False,
 ) -> Messages:
-    """Ask for the three-way answer after diagnostic code ran over the rollout table.
+    """Ask for the three-way answer after diagnostic code ran over the rollout table (`demo`:
+    and over the demonstration table).
 
     With a usable `conversation` (the diagnostics exchange, or the exchange that asked for
     more tests) one user message with the results and the instructions is appended; without
     one, a fresh exchange carries the task, the contract, the program and the results."""
     history = clean_conversation(conversation)
-    instructions = revision_instructions(max_test_requests)
+    instructions = revision_instructions(max_test_requests, demo=demo)
     block = _results_block(results, results_max_chars)
     if history:
         followup = any(
-            m["role"] == "user" and REVISION_FORMAT in m["content"] for m in history[1:]
+            m["role"] == "user" and any(f in m["content"] for f in REVISION_FORMATS) for m in history[1:]
         )
         header = (
             "Printed results of your additional tests:"
@@ -335,7 +392,7 @@ def revision_messages(
         )
         return history + [_user(header + "\n" + block, instructions)]
     return [
-        _system(),
+        _system(spec),
         _user(
             spec.describe(),
             contract(spec),

@@ -12,15 +12,17 @@ from refine_core.commands._common import add_run_dir
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate fitted rounds on unseen configurations",
                        description="Roll out a fitted round on the task's evaluation seeds "
-                       "(1000, 1001, ...), store the episodes and steps, and print return and "
-                       "metric mean ± std and the success rate.")
+                       "(`refine tasks` lists them: the car's 1000, 1001, ..., the door's 0, 1, ...), store the "
+                       "episodes and steps, and print return and metric mean ± std and the success rate.")
     add_run_dir(p)
     p.add_argument("--round", default="last", metavar="N|best|last|all",
                    help="which round(s) to evaluate (default: last)")
     p.add_argument("--episodes", type=int, default=10, help="number of evaluation seeds")
-    p.add_argument("--mode", choices=("mean", "sample"), default="mean",
-                   help="execute the action mean (default) or sample from the Gaussian")
-    p.add_argument("--rng-seed", type=int, default=0, help="action-noise seed for --mode sample")
+    p.add_argument("--mode", choices=("mean", "sample"), default=None,
+                   help="execute the action mean or sample from the Gaussian (default: the mode the task's "
+                        "published results were verified in: the car's mean, the door's sample)")
+    p.add_argument("--rng-seed", type=int, default=None,
+                   help="action-noise seed for --mode sample (default: each episode's own seed, as verified)")
     p.add_argument("--workers", type=int, default=1, help="parallel rollout processes")
     p.add_argument("--max-steps", type=int, default=None, help="cut episodes short (testing)")
     return p
@@ -64,6 +66,7 @@ def run(args) -> int:
     if args.workers < 1:
         raise UserError("--workers must be at least 1")
     db, run_row, task = open_run(args.run)
+    args.mode = args.mode or task.spec.eval_mode
     with db:
         spec = task.spec
         run_id = run_row["id"]

@@ -46,6 +46,7 @@ def run(args) -> int:
 
     from refine_core.cli import UserError
     from refine_core.experiment.runner import ExperimentSetupError
+    from refine_core.rollout.plan import SeedRangeError
 
     if args.offline_rows is False and args.from_run is None:
         raise UserError("--no-offline-rows leaves only the rows of --from-run; give --from-run DIR")
@@ -55,7 +56,7 @@ def run(args) -> int:
         raise UserError(str(exc)) from None
     try:
         out = run_experiment(options)
-    except (FileNotFoundError, ExperimentSetupError) as exc:
+    except (FileNotFoundError, ExperimentSetupError, SeedRangeError) as exc:
         raise UserError(str(exc)) from None
     print(f"results: {out}")
     return 0

@@ -58,15 +58,17 @@ def run(args) -> int:
 
     from refine_core.analyst.config import ConfigError, config_from_args
     from refine_core.analyst.factory import default_analyst_name, make_analyst
-    from refine_core.analyst.labels import describe_analyst, expert_label
-    from refine_core.analyst.transcript import TranscriptError, read_settings, start_transcript
-    from refine_core.loop import refine
+    from refine_core.analyst.labels import demo_access_label, describe_analyst, expert_label
+    from refine_core.analyst.transcript import TranscriptError, start_transcript
+    from refine_core.loop import refine, resolve_defaults
     from refine_core.run_setup import (
         RECORDED_ANALYST_FIELDS,
         StartProgramError,
+        recorded_settings,
         recorded_start,
         recording_settings,
         start_from_file,
+        upgrade_recorded,
     )
     from refine_core.store.db import RunDatabase
     from refine_core.store.records import RunExistsError
@@ -83,7 +85,7 @@ def run(args) -> int:
         raise UserError(f"--analyst {name} needs --transcript FILE")
     if args.transcript is not None and name == "offline":
         raise UserError("--transcript records or replays a language model's answers; the offline analyst has none")
-    settings = read_settings(args.transcript) if name == "replay" else None
+    settings = recorded_settings(args.transcript) if name == "replay" else None
 
     # The task and its description: given, or the resumed run's, or the replayed run's.
     task_name, description, recorded_config = args.task, args.description, {}
@@ -92,7 +94,7 @@ def run(args) -> int:
         if latest is None:
             raise UserError(f"{args.run} holds no run to resume")
         task_name = task_name or latest["task"]
-        recorded_config = latest.get("config") if isinstance(latest.get("config"), dict) else {}
+        recorded_config = upgrade_recorded(latest.get("config") if isinstance(latest.get("config"), dict) else {})
         was = recorded_config.get("task_description")
         if description is not None and was is not None and description != was:
             raise UserError(f"run {latest['id']} in {args.run} was described as {was!r}; it cannot resume as "
@@ -111,8 +113,9 @@ def run(args) -> int:
         start = start_from_file(args.start) if args.start is not None else recorded_start(settings)
     except StartProgramError as exc:
         raise UserError(str(exc)) from None
-    try:
-        loop_config = loop_config_from(args, settings)
+    try:  # a resumed run keeps the tables and action mode it had unless told otherwise
+        loop_config = loop_config_from(args, settings or {k: recorded_config.get(k) for k in
+                                                          ("action_mode", "diagnostics_see_demo")})
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if settings:  # the recorded requests were shaped by these
@@ -121,6 +124,7 @@ def run(args) -> int:
     try:
         analyst = make_analyst(name, config=config, transcript=args.transcript,
                                max_test_requests=loop_config.max_test_requests, replay_mode=args.replay_mode)
+        loop_config = resolve_defaults(loop_config, task.spec, analyst)
         if args.transcript is not None and name in ("openai", "record"):
             start_transcript(args.transcript, recording_settings(task.spec.name, task.spec.description_variant,
                                                                  loop_config, config, start, config.model),
@@ -129,6 +133,10 @@ def run(args) -> int:
         raise UserError(str(exc)) from None
     print(f"[refine] {describe_analyst(analyst)}")
     print(f"[refine] task description: {task.spec.description_variant}")
+    print(f"[refine] {demo_access_label(loop_config.diagnostics_see_demo)}")
+    modes = {"mean": "the action mean", "sample": "sampled actions"}
+    print(f"[refine] every episode executes {modes[loop_config.action_mode]} (the task's published results were "
+          f"verified with {modes[task.spec.eval_mode]})")
     print(f"[refine] {expert_label(loop_config.expert_labels)}")
 
     result = None

@@ -137,57 +137,128 @@ def refinement_name(r) -> str:
     return "the offline-catalogue refinement" if r.summary["analyst"].get("name") == "offline" else f"the run {r.location}"
 
 
-def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[str]:
-    """Every way these rows differ from the published protocol, in words."""
-    out = []
-    if task_part(spec.name, PUBLISHED_PART) is None:
-        out.append(f"the published comparison has no {spec.name} task: there are no published figures for it")
-    if published(spec, "DEMONSTRATION"):
-        out.append(f"the demonstration is {published(spec, 'DEMONSTRATION')}")
+MODE_WORDS = {"mean": "the action mean", "sample": "sampled actions"}
+COLUMN_WORDS = {"mean": "mean action", "sample": "sampled"}
+
+
+def primary_mode(spec) -> str:
+    """The evaluation mode the task's published results were verified in (the primary column)."""
+    return spec.eval_mode
+
+
+def evaluation_line(spec, opts) -> tuple[bool, str]:
+    """(departs, text): how the rows are evaluated, against the authors' verification."""
+    from refine_core.rollout.plan import seeds_for
+    from refine_core.summary import seed_span
+
+    mode = primary_mode(spec)
+    other = "mean" if mode == "sample" else "sample"
+    seeds = seeds_for(spec, "eval", opts.seeds)
+    draws = ", action draws seeded by i" if mode == "sample" else ""
+    text = (f"evaluation: primary column {MODE_WORDS[mode]} on seeds {seed_span(seeds)} (environment seed i{draws}); "
+            f"beside it {MODE_WORDS[other]} on the same seeds")
+    verified = published(spec, "VERIFIED_EVALUATION")
+    if not verified:
+        return False, text + f" (no published figures for {spec.name} to verify against)"
+    same = verified["mode"] == mode and tuple(seeds) == tuple(verified["seeds"])
+    told = f"{MODE_WORDS[verified['mode']]} on seeds {seed_span(verified['seeds'])}"
+    return (not same, text + (f", as the authors verified the published figures ({told})" if same
+                              else f"; the authors verified the published figures with {told}"))
+
+
+def protocol_items(summary: pd.DataFrame, spec, opts, refinements) -> list[tuple[bool, str]]:
+    """Every item of these rows' protocol, each as (departs from the published one, text): the
+    evaluation, the demonstration, and per refinement its description variant, whether its
+    analysis code read the demonstration, where it started, who answered."""
+    from refine_core.summary import demo_access
+
+    has_published = task_part(spec.name, PUBLISHED_PART) is not None
+    items = [evaluation_line(spec, opts)]
+    if not has_published:
+        items.append((True, f"the published comparison has no {spec.name} task: there are no published figures "
+                            "for it"))
+    demo = f"demonstration: {published(spec, 'DEMONSTRATION') or 'one episode of the task expert'}, seed {spec.demo_seed}"
+    items.append((has_published, demo + " (every row is fitted to it)"))
     for r in refinements:
         s = r.summary
-        where = refinement_name(r) + "'s"
+        where = refinement_name(r)
         description = s.get("description") or "unrecorded"
         if description == "published":
-            if published(spec, "DESCRIPTION"):
-                out.append(f"{where} task description: {published(spec, 'DESCRIPTION')}")
-        elif task_part(spec.name, PUBLISHED_PART) is not None:
-            out.append(f"{where} task description: '{description}', richer than the published prompts")
+            items.append((False, f"{where}: task description **published**: "
+                                 f"{published(spec, 'DESCRIPTION') or 'the published information'}"))
+        elif description == "legacy_published":
+            items.append((True, f"{where}: task description **legacy_published**: the first wording of the "
+                                "published variant, which named the simulator (and, for the door, the robot arm, "
+                                "action ranges, a metric line and a shorter reward sentence)"))
+        else:
+            items.append((has_published, f"{where}: task description **{description}**"
+                                         + (", richer than the published prompts" if has_published else "")))
+        see = demo_access(s)
+        items.append((bool(see), f"{where}: demonstration in the diagnostics: "
+                                 + ("**on** (its analysis code also read the demonstration table; the published "
+                                    "code reads the rollout only)" if see else
+                                    "off (its analysis code read the rollout table only, as published)" if see is False
+                                    else "not recorded")))
+        ran = (s.get("demonstration") or {}).get("seed")
+        if ran is not None and int(ran) != int(spec.demo_seed):
+            items.append((True, f"{where} was refined against the demonstration on seed {ran}; its programs are "
+                                f"fitted here to the one on seed {spec.demo_seed}"))
+        start = s.get("start") or {}
+        if start.get("kind") == "program":
+            items.append((True, f"{where} started from a given program ({start.get('label')}), not from the "
+                                "analyst's zero-shot program; its 'start program' row stands for no published row"))
+        else:
+            items.append((False, f"{where} started from the analyst's zero-shot program"))
+        models = s["analyst"].get("models") or []
+        if s["analyst"].get("language_model"):
+            if models and PUBLISHED_MODEL.lower() not in " ".join(models).lower():
+                items.append((True, f"{where}: model {', '.join(models)} (the published runs used {PUBLISHED_MODEL})"))
+            elif not models:
+                items.append((True, f"{where}: model not recorded"))
+        else:
+            items.append((True, f"{where}: the offline analyst (rule-based, not a language model)"))
         selection = (s.get("settings") or {}).get("selection_episodes")
         if selection:
-            out.append(f"{where} best round was chosen on {selection} selection episode{'s' if selection != 1 else ''} "
-                       "per round (counted under 'extra resets')")
-        models = s["analyst"].get("models") or []
-        if r.key.startswith("llm") and models and PUBLISHED_MODEL.lower() not in " ".join(models).lower():
-            out.append(f"the LLM rows' model is {', '.join(models)} (the published runs used {PUBLISHED_MODEL})")
+            items.append((True, f"{where}'s best round was chosen on {selection} selection episode"
+                                f"{'s' if selection != 1 else ''} per round (counted under 'extra resets')"))
     presets = summary["rl_preset"] if "rl_preset" in summary else pd.Series([""] * len(summary))
     for preset in dict.fromkeys(p for p in presets if p):
         texts = summary.loc[presets == preset, "rl_departures"]
         named = sorted({d for text in texts for d in text.split("; ") if d})
         label = PRESET_LABELS.get(preset, preset)
-        out.append(f"RL rows [{label}]: " + ("; ".join(named) if named else "none (METHOD.md's settings and rule)"))
+        items.append((bool(named), f"RL rows [{label}]: "
+                      + ("; ".join(named) if named else "METHOD.md's settings and rule")))
     legacy = summary.loc[presets == "", "rl_departures"] if "rl_preset" in summary else summary["rl_departures"]
-    out += [f"RL: {d}" for d in sorted({d for text in legacy for d in text.split("; ") if d})]
+    items += [(True, f"RL: {d}") for d in sorted({d for text in legacy for d in text.split("; ") if d})]
     if published(spec, "RL"):
-        out.append(f"RL {published(spec, 'RL')}")
+        items.append((True, f"RL {published(spec, 'RL')}"))
     if "reused_from" in summary and summary["reused_from"].astype(bool).any():
         taken = summary[summary["reused_from"].astype(bool)]
-        out.append("not trained again, taken from an earlier folder with the same program, RL settings and IL row "
-                   "(reproduced here seed for seed): " + "; ".join(
-                       f"{r.condition} <- {r.reused_from}" for r in taken.itertuples()))
+        items.append((False, "not trained again, taken from an earlier folder with the same program, RL settings and "
+                             "IL row (reproduced here seed for seed): " + "; ".join(
+                                 f"{r.condition} <- {r.reused_from}" for r in taken.itertuples())))
     if opts.scale != 1.0:
-        out.append(f"RL budgets {opts.low_resets:,} / {opts.high_resets:,}, scaled x{opts.scale:g} from the "
-                   "published 400 / 2,000")
+        items.append((True, f"RL budgets {opts.low_resets:,} / {opts.high_resets:,}, scaled x{opts.scale:g} from the "
+                            "published 400 / 2,000"))
     if opts.il:
-        out.append(f"IL settings changed: {opts.il}")
-    return out
+        items.append((True, f"IL settings changed: {opts.il}"))
+    return items
+
+
+def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[str]:
+    """Every way these rows differ from the published protocol, in words."""
+    return [text for departs, text in protocol_items(summary, spec, opts, refinements) if departs]
 
 
 def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
     figures = published(spec, "RESULTS", {})
     deployed = getattr(spec, "deployed_mode", "mean")
-    departures = protocol_departures(summary, spec, opts, refinements)
+    items = protocol_items(summary, spec, opts, refinements)
     analysts = sorted({a for a in summary["analyst"] if a != "-"})
+    mode = primary_mode(spec)
+    other = "mean" if mode == "sample" else "sample"
+    columns = {"mean": ("mean_action_metric_mean", "mean_action_metric_std", "mean_action_success_rate"),
+               "sample": ("metric_mean", "metric_std", "success_rate")}
     head = [f"# {spec.name}: {spec.metric.name} over {opts.seeds} unseen seeds",
             "",
             "Task description the analyst read: "
@@ -199,10 +270,11 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
                    "offline" in a for a in analysts) else "")
             + (" **Smoke profile: the numbers are meaningless.**" if opts.smoke else ""),
             "",
-            "Primary column: the policy's mean action, as the published table evaluates it. Beside it, the policy as "
-            "the contract executes it (a seeded sample from its Gaussian, clipped to the bounds). "
-            f"Deployed mode (what a robot runs; our RL selects and accepts checkpoints in it): "
-            f"**{'the mean action' if deployed == 'mean' else 'sampled actions'}**. "
+            f"Primary column: {MODE_WORDS[mode]} ({COLUMN_WORDS[mode]}), the mode the authors verified the published "
+            f"{spec.name} figures in; beside it, {MODE_WORDS[other]} ({COLUMN_WORDS[other]}). Sampled actions are a "
+            "draw from the policy's Gaussian seeded by the episode's seed, clipped to the bounds, as the contract "
+            "executes it. "
+            f"Deployed mode (what a robot runs; our RL selects and accepts checkpoints in it): **{MODE_WORDS[deployed]}**. "
             "RL rows marked [RL: ours] use the product's default RL (named below: a trust region on every update, and "
             "the checkpoint accepted only when it beats the accepted one on the selection seeds by more than their "
             "noise; those selection resets are counted as extra); rows marked [RL: published settings] use METHOD.md's "
@@ -216,22 +288,24 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
               "as the published table counts them; 'extra resets' are those this protocol spends beyond it "
               "(selection episodes); evaluation episodes are never counted.",
             "",
-            "Departures from the published protocol:" if departures else "Departures from the published protocol: "
-            "none found by the checks in refine_core/experiment/outputs.py.",
-            *[f"- {d}" for d in departures],
+            "Protocol of these rows, item by item (**departs**: differs from the published protocol):",
+            *[f"- {'**departs**' if departs else 'as published'}: {text}" for departs, text in items],
             "",
-            f"| condition | analyst | analyst calls | resets (published count) | extra resets | mean action: "
-            f"{spec.metric.name} (mean ± std) | success | sampled | RL weights | published | vs own IL, deployed mode |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"| condition | analyst | analyst calls | resets (published count) | extra resets | "
+            f"{COLUMN_WORDS[mode]} (primary): {spec.metric.name} (mean ± std) | success | {COLUMN_WORDS[other]} | "
+            "success | RL weights | published | vs own IL, deployed mode |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def rate(value) -> str:
+        return "-" if value != value else f"{value:.0%}"
+
     for _, r in summary.iterrows():
-        success = r["mean_action_success_rate"]
         key = tuple(r["published_key"].split("/")) if r["published_key"] else None
+        m, sd, ok = (r[c] for c in columns[mode])
+        m2, sd2, ok2 = (r[c] for c in columns[other])
         head.append(f"| {r['label']} | {r['analyst']} | {r['analyst_calls']} | {r['published_resets']:,} | "
-                    f"{r['extra_resets']:,} | "
-                    f"{r['mean_action_metric_mean']:.3f} ± {r['mean_action_metric_std']:.3f} | "
-                    f"{'-' if success != success else f'{success:.0%}'} | "
-                    f"{r['metric_mean']:.3f} ± {r['metric_std']:.3f} | {r['rl_checkpoint']} | "
-                    f"{figures.get(key, '-') if key else '-'} | {verdict(r)} |")
+                    f"{r['extra_resets']:,} | {m:.3f} ± {sd:.3f} | {rate(ok)} | {m2:.3f} ± {sd2:.3f} | {rate(ok2)} | "
+                    f"{r['rl_checkpoint']} | {figures.get(key, '-') if key else '-'} | {verdict(r)} |")
     return "\n".join(head) + "\n"
 
 
@@ -347,7 +421,11 @@ def write_all(out: Path, spec, conds, episodes, trained, programs, refinements, 
     episodes.to_csv(out / "episodes.csv", index=False)
     (out / "table.md").write_text(table_markdown(summary, spec, opts, refinements))
     lines = ["# Welch's t-tests on the per-seed metric"]
-    for column, title in (("mean_action_metric", "mean action (primary)"), ("metric", "sampled")):
+    tests_by_mode = {"mean": ("mean_action_metric", "mean action"), "sample": ("metric", "sampled")}
+    primary = primary_mode(spec)
+    order = [primary, "mean" if primary == "sample" else "sample"]
+    for column, title in ((tests_by_mode[m][0], tests_by_mode[m][1] + (" (primary)" if m == primary else ""))
+                          for m in order):
         tests = welch(episodes, column)
         lines += ["", f"## {title}", "", "| a | b | mean a | mean b | t | p |", "|---|---|---|---|---|---|"]
         lines += [f"| {r.a} | {r.b} | {r.mean_a:.3f} | {r.mean_b:.3f} | {r.t:.2f} | {r.p_welch:.3g} |"
@@ -374,7 +452,12 @@ def write_all(out: Path, spec, conds, episodes, trained, programs, refinements, 
             "programs": [{"key": p.key, "role": p.role, "label": p.label, "analyst": p.analyst, "calls": p.calls,
                           "resets": p.resets} for p in programs],
             "refinements": [{"key": r.key, "location": r.location, "description": r.summary.get("description"),
+                             "diagnostics_see_demo": r.summary.get("diagnostics_see_demo"),
+                             "start": r.summary.get("start"),
                              "analyst": r.summary.get("analyst"), "rounds": r.round_metrics} for r in refinements],
             "departures": protocol_departures(summary, spec, opts, refinements),
+            "protocol": [{"departs": departs, "item": text}
+                         for departs, text in protocol_items(summary, spec, opts, refinements)],
+            "primary_mode": primary_mode(spec),
             "summary": summary.to_dict("records"), "rl": rl_runs}
     (out / "summary.json").write_text(json.dumps(meta, indent=1, default=str))

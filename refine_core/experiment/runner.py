@@ -1,6 +1,6 @@
 """`refine experiment`: every condition of the published table on one task, side by side.
 
-    demonstration (seed 0)
+    demonstration (the task's demonstration seed: the car's 0, the door's 500)
     programs: MLP baseline; the zero-shot and the refined structure of a committed LLM run
               (--from-run), and/or of the offline catalogue (bundled starter, refined now or
               taken from a run directory), each row labelled with who wrote it
@@ -9,7 +9,8 @@
                 the deployed mode) and published (METHOD.md: final weights; with
                 --best-checkpoint also the best weights on the selection seeds from the same
                 training, their extra resets counted)
-    eval jobs:  each trained policy x each unseen evaluation seed, mean action and sampled
+    eval jobs:  each trained policy x each unseen evaluation seed, mean action and sampled (the
+                task's verified mode is the primary column: the car's mean, the door's sample)
     outputs:    results/<task>/<date>/{table.md, episodes.csv, pvalues.md, rl_updates.csv, *.png,
                 summary.json}
 """
@@ -237,10 +238,10 @@ def condition_weights(cond: Condition, job: dict) -> dict:
 
 
 def evaluation_seeds(task: Task, n: int) -> list[int]:
-    seeds = list(task.spec.eval_seeds)
-    while len(seeds) < n:
-        seeds.append(seeds[-1] + 1)
-    return seeds[:n]
+    """The first `n` evaluation seeds (the plan's rule: never another group's seeds)."""
+    from refine_core.rollout.plan import seeds_for
+
+    return seeds_for(task.spec, "eval", n)
 
 
 def rl_config(program: Program, resets: int, opts: ExperimentOptions, preset: str = "ours") -> dict | None:

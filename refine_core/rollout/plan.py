@@ -23,19 +23,31 @@ class PlannedEpisode:
     seed: int
 
 
+class SeedRangeError(ValueError):
+    """More seeds of a kind were asked for than fit below the next group's seeds."""
+
+
 def seeds_for(spec: TaskSpec, kind: str, count: int) -> list[int]:
     """The first `count` seeds of a kind; selection and evaluation seeds continue upwards past
-    the spec's own (selection 100-199 and evaluation from 1000 are free of other groups), so a
-    larger selection or evaluation never borrows another group's seeds."""
+    the spec's own, up to (not into) the next seed another group uses (the demonstration's
+    included): the car's selection 100-199 and evaluation from 1000, the door's evaluation
+    0-99 and selection 100-199. A larger selection or evaluation never borrows another group's
+    seeds: asking for more than fit is a `SeedRangeError`."""
     if kind not in EPISODE_KINDS:
         raise ValueError(f"episode kind must be one of {EPISODE_KINDS}, got {kind!r}")
-    group = {"diagnostic": spec.diagnostic_seeds, "selection": spec.selection_seeds,
-             "eval": spec.eval_seeds}[kind]
+    groups = {"diagnostic": spec.diagnostic_seeds, "selection": spec.selection_seeds, "eval": spec.eval_seeds}
+    group = groups[kind]
     count = max(0, int(count))
     seeds = list(group[:count])
-    if kind in ("selection", "eval"):
+    if kind in ("selection", "eval") and len(seeds) < count:
+        others = {spec.demo_seed, *(s for k, g in groups.items() if k != kind for s in g)}
+        above = [s for s in others if s > max(group)]
+        limit = min(above) if above else None
         nxt = max(group) + 1
         while len(seeds) < count:
+            if limit is not None and nxt >= limit:
+                raise SeedRangeError(f"{spec.name}: {count} {kind} seeds do not fit below seed {limit}, which "
+                                     f"another group uses; at most {len(seeds)}")
             seeds.append(nxt)
             nxt += 1
     return seeds

@@ -43,9 +43,12 @@ class EpisodeResult:
         return self.error is None
 
 
-def episode_generator(seed: int, rng_seed: int) -> torch.Generator:
+def episode_generator(seed: int, rng_seed: int | None = None) -> torch.Generator:
     """The action-noise generator of one episode; a pure function of (seed, rng_seed) so that
-    serial and parallel runs draw the same noise."""
+    serial and parallel runs draw the same noise. `rng_seed` None: the episode's own seed, so
+    episode i draws from a stream seeded by i alone (the protocol the published door results
+    were verified with: environment seed i, sampling seed i)."""
+    rng_seed = seed if rng_seed is None else rng_seed
     state = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(rng_seed) & 0xFFFFFFFF])
     return torch.Generator().manual_seed(int(state.generate_state(1, dtype=np.uint64)[0] >> 1))
 
@@ -95,7 +98,7 @@ def run_episode(
     seed: int,
     *,
     mode: str = "sample",
-    rng_seed: int = 0,
+    rng_seed: int | None = None,
     label_expert: bool = False,
     ids: Mapping[str, Any] | None = None,
     max_steps: int | None = None,
@@ -165,7 +168,7 @@ def run_episodes(
     *,
     workers: int = 1,
     mode: str = "sample",
-    rng_seed: int = 0,
+    rng_seed: int | None = None,
     label_expert: bool = False,
     ids: Mapping[str, Any] | None = None,
     max_steps: int | None = None,

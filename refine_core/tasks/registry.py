@@ -7,7 +7,7 @@ for one user, which that user finds by task name through `task_part` / `task_fil
 folder never imports its users, so there is no import cycle):
 
     scene.py                 viewers (sim node, MCAP export): `refine_core.tasks.view`
-    teleop.py                gamepad and keyboard maps (plain data): `refine_ros.teleop`
+    teleop.py                gamepad and keyboard maps (plain data): `refine_ros.teleop.maps`
     programs/starter.py      the zero-shot program: `refine_core.policy.programs`
     offline_catalogue.py     the offline analyst's edits (plain data) over
     programs/offline_template.py   the starter with their regions: `analyst.offline.catalogue`

@@ -4,10 +4,13 @@ A spec is plain data so it can be printed into a prompt, stored in the run datab
 shared with the ROS nodes without importing a simulator.
 
 A task may be described in more than one way (`DESCRIPTION_VARIANTS`): "published" carries
-the information the published prompts gave the model, "detailed" the richer, true facts we
-know about our environments. The variant decides every word the analyst reads about the task
-(the description, the input, action and metric lines, and the names of observation columns it
-sees), never what is stored: the run database, demonstrations, the ROS topics and the MCAP
+the information the published prompts gave the model and nothing more (no simulator, robot or
+library name: a robot owner could not tell the model one), "detailed" the richer, true facts
+we know about our environments, and "legacy_published" the first wording of the published
+variant, which named the simulators; it is kept only so that runs recorded with it replay with
+the words they were sent (`LEGACY_VARIANT`). The variant decides every word the analyst reads
+about the task (the description, the input, action and metric lines, and the names of
+observation columns it sees), never what is stored: the run database, demonstrations, the ROS topics and the MCAP
 export always use the task's own column names, so one demonstration serves every variant and
 a robot's bridge never depends on how a prompt was worded. `TaskSpec.for_analyst` is the spec
 with the analyst's column names; `rollout.schema.analyst_renames` maps a stored table onto it.
@@ -20,8 +23,11 @@ from math import prod
 
 import numpy as np
 
-DESCRIPTION_VARIANTS: tuple[str, ...] = ("published", "detailed")
+DESCRIPTION_VARIANTS: tuple[str, ...] = ("published", "detailed", "legacy_published")
 """Every description variant a task may offer; each task lists the ones it has, default first."""
+LEGACY_VARIANT = "legacy_published"
+"""The published variant as worded before the simulator names were taken out (runs recorded
+before then were sent it; their transcripts say "published")."""
 ACTION_MODES: tuple[str, ...] = ("mean", "sample")
 """How a policy's action is executed: its Gaussian's mean, or a seeded draw from it."""
 
@@ -82,6 +88,10 @@ class TaskSpec:
     eval_seeds: tuple[int, ...] = tuple(range(1000, 1010))
     selection_seeds: tuple[int, ...] = (100, 101, 102)
     diagnostic_seeds: tuple[int, ...] = (200, 201)
+    eval_mode: str = "mean"
+    """The action mode the published results were verified in for this task (the primary
+    evaluation: 'mean' or 'sample', a draw seeded by the episode's own seed); runs use it
+    unless told otherwise, and tables put it first."""
     extra: dict = field(default_factory=dict)
     control_period_s: float = 0.02
     """Simulated seconds per step (replay clocks use it)."""
@@ -97,6 +107,9 @@ class TaskSpec:
     """(stored column, the name the analyst sees) for each observation column this variant
     names differently; e.g. the door's features 4-6 are "the door's" coordinates under the
     published description, so the analyst must not read `handle_x` there."""
+    action_ranges_shown: bool = True
+    """Whether the action lines give each action's range (the published door prompt gave
+    none)."""
 
     def __post_init__(self) -> None:
         if self.deployed_mode not in ACTION_MODES:
@@ -108,6 +121,8 @@ class TaskSpec:
         unknown = [c for c, _ in self.analyst_columns if c not in stored]
         if unknown:
             raise ValueError(f"task {self.name}: analyst names for unknown columns {unknown}")
+        if self.eval_mode not in ACTION_MODES:
+            raise ValueError(f"task {self.name}: eval_mode {self.eval_mode!r} is not one of {ACTION_MODES}")
         used = {self.demo_seed}
         for group in (self.eval_seeds, self.selection_seeds, self.diagnostic_seeds):
             if used & set(group):
@@ -150,7 +165,8 @@ class TaskSpec:
     def describe(self) -> str:
         """A prompt-ready text: description, forward signature, inputs, actions, metric. All of
         it is the variant's own wording (the metric's storage name is not shown: under the
-        published door description it would name the handle)."""
+        published door description it would name the handle). Action ranges appear only when
+        the variant gives them, the metric line only when it has words of its own."""
         lines = [f"Task: {self.name}", self.description.strip(), ""]
         args = ", ".join(s.name for s in self.inputs)
         lines.append(f"Policy class name: {self.policy_class}; forward({args}) with batched tensors:")
@@ -158,7 +174,9 @@ class TaskSpec:
             lines.append(f"- {s.name}: shape (B, {', '.join(map(str, s.shape))}). {s.description}")
         lines.append("Actions (clipped to bounds after sampling):")
         for i, a in enumerate(self.actions):
-            lines.append(f"- [{i}] {a.name} in [{a.low:g}, {a.high:g}]: {a.description}")
-        better = "higher" if self.metric.higher_is_better else "lower"
-        lines.append(f"Metric ({better} is better): {self.metric.description}")
+            bounds = f" in [{a.low:g}, {a.high:g}]" if self.action_ranges_shown else ""
+            lines.append(f"- [{i}] {a.name}{bounds}: {a.description}")
+        if self.metric.description:
+            better = "higher" if self.metric.higher_is_better else "lower"
+            lines.append(f"Metric ({better} is better): {self.metric.description}")
         return "\n".join(lines)

@@ -1,8 +1,8 @@
 """Faults on a live robot graph, and what reached the robot: the fault matrix of `refine bench`.
 
-For each robot (the arm behind MoveIt Servo, the F1TENTH car) and each fault, a rig of
-separate processes over real DDS, as on the robot: the robot's drivers
-(`refine_ros.fake_drivers`, the interfaces a real stack exposes), the bridge and the safety node
+For each registered robot (refine_ros/robots/registry.py) and each fault, a rig of separate
+processes over real DDS, as on the robot: the robot's drivers (its descriptor's fake driver,
+the interfaces a real stack exposes), the bridge and the safety node
 with the robot's profile (live, not a dry run), and in this process a harness that plays the
 policy (commands at 50 Hz on `refine/action`), the operator (confirm, e-stop, re-arm, the
 autonomy dead-man) and the observer (every message on the driver's command topic, in its
@@ -14,13 +14,17 @@ confirming again. What is counted as unsafe:
 - a moving command on the driver topic later than t_f + the fault's grace (the time the rules
   allow: the watchdog's budget for stale inputs, a tenth of a second for an e-stop), before the
   operator confirmed again;
-- a command beyond the robot's limits (arm: |v| > max_speed per axis; car: speed > max_speed)
-  or backwards (car: speed < 0), at any time;
+- a command beyond the robot's limits (its rig's `beyond_limits`: a speed above the bridge's
+  `max_speed`, a car reversing), at any time;
 - a fault that leaves the driver's last command a moving one (a driver that holds its last
   command would go on moving), or no stop at all;
-- a step MoveIt Servo refused that the bridge reported as executed.
+- a step the driver refused (MoveIt Servo halted) that the bridge reported as executed.
 
-`python -m refine_ros.bench.faults [--robot arm] [--fault estop]` prints the JSON.
+What is robot-specific comes from the robot's descriptor (refine_ros/robots/descriptor.py):
+its profile and bridge, the fake driver and its `fake/*` fault levers, the command the policy
+sends while all is well, how its driver commands read.
+
+`python -m refine_ros.bench.faults [--robot NAME] [--fault estop]` prints the JSON.
 """
 
 from __future__ import annotations
@@ -42,15 +46,15 @@ from typing import Any
 import yaml
 
 from refine_ros.bringup.processes import die_with_parent
+from refine_ros.robots.registry import get_robot, robot_names
 
-ROBOTS = ("arm", "car")
+ROBOTS = robot_names()
 FAULTS = ("stale_sensor", "driver_loss", "estop", "estop_heartbeat", "deadman_release", "sigint", "sigterm",
           "servo_rejects", "nan_burst", "param_change")
-PROFILES = {"arm": "arm_real", "car": "rc_car_real"}
-BRIDGES = {"arm": "arm_bridge", "car": "rc_car_bridge"}
+LEVER_FAULTS = ("stale_sensor", "servo_rejects")
+"""Faults a robot's fake driver causes through one of its levers (`fault_levers`): a robot
+without that lever does not run the fault (only an arm behind MoveIt Servo refuses motion)."""
 POLICY_HZ = 50.0
-MOVING = {"arm": (0.3, 0.0, 0.0, 1.0), "car": (0.0, 0.6, 0.0)}
-"""What the policy commands while all is well (arm: 0.03 m/s forward, gripper open; car: 60 %)."""
 DEADMAN_BUTTON = 5
 ESTOP_HEARTBEAT_S = 0.2
 SERVICE_FAULTS = ("stale_sensor", "driver_loss", "servo_rejects")
@@ -65,15 +69,22 @@ def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
 
 
 def applies(robot: str, fault: str) -> bool:
-    return fault != "servo_rejects" or robot == "arm"
+    return fault not in LEVER_FAULTS or fault in get_robot(robot).fault_levers
 
 
 def profile_parameters(robot: str, node: str) -> dict[str, Any]:
     from refine_ros.bringup import resolve_profile
 
-    params = dict(resolve_profile(PROFILES[robot], check_modules=False).node(node).parameters)
+    params = dict(resolve_profile(get_robot(robot).profile, check_modules=False).node(node).parameters)
     params.pop("dry_run", None)
     return params
+
+
+def node_command(name: str) -> list[str]:
+    """How a rig starts a registry node: `python -m <its module>`."""
+    from refine_ros.nodes.registry import NODES
+
+    return ["-m", NODES[name].module]
 
 
 # ---- processes ----------------------------------------------------------------------------------
@@ -145,6 +156,7 @@ class Harness:
         from refine_ros.wire.messages import step_type
 
         self.robot, self.bridge = robot, bridge
+        levers = ("driver_silent", *get_robot(robot).fault_levers.values())
         self.node = node = Node("fault_harness", context=context)
         self.lock = threading.Lock()
         self.commands: list[tuple[float, Any]] = []
@@ -161,11 +173,10 @@ class Harness:
         self.pub_estop = node.create_publisher(Bool, "refine/estop", qos.COMMAND)
         self.pub_joy = node.create_publisher(Joy, "/joy", qos.SENSOR)
         self.confirm_client = node.create_client(Trigger, "safety/confirm_episode")
-        self.rearm_client = node.create_client(Trigger, "safety/rearm")
-        self.fault_clients = {name: node.create_client(SetBool, f"fake/{name}")
-                              for name in ("driver_silent", "handle_lost", "tiles_lost", "servo_halt")}
+        self.rearm = node.create_client(Trigger, "safety/rearm")
+        self.fault_clients = {name: node.create_client(SetBool, f"fake/{name}") for name in levers}
         self.param_clients = {name: node.create_client(SetParameters, f"/{name}/set_parameters")
-                              for name in ("safety_node", BRIDGES[robot])}
+                              for name in ("safety_node", get_robot(robot).bridge)}
         self.Joy, self.Trigger, self.SetBool = Joy, Trigger, SetBool
 
     def _on_command(self, msg) -> None:
@@ -224,56 +235,25 @@ class Harness:
 
 def driver_topic(robot: str, bridge: dict[str, Any]) -> tuple[type, str]:
     """The message type and topic of the robot's motion commands under these bridge settings."""
-    if robot == "arm":
-        if bridge.get("command_interface") == "forward_velocity":
-            from std_msgs.msg import Float64MultiArray
-
-            return Float64MultiArray, bridge.get("velocity_command_topic", "/forward_velocity_controller/commands")
-        from geometry_msgs.msg import TwistStamped
-
-        return TwistStamped, bridge.get("servo_topic", "/servo_node/delta_twist_cmds")
-    command_type = bridge.get("command_type", "ackermann")
-    if command_type == "ackermann":
-        from ackermann_msgs.msg import AckermannDriveStamped
-
-        return AckermannDriveStamped, bridge.get("command_topic") or "/drive"
-    from geometry_msgs.msg import Twist
-
-    return Twist, bridge.get("command_topic") or "/cmd_vel"
+    return get_robot(robot).rig.command_topic(bridge)
 
 
 def motion(robot: str, msg: Any) -> tuple[float, ...]:
-    """The motion a driver command asks for: the arm's linear velocity (or joint velocities),
-    the car's (speed, steering angle)."""
-    if robot == "arm":
-        if hasattr(msg, "twist"):
-            v, w = msg.twist.linear, msg.twist.angular
-            return (v.x, v.y, v.z, w.x, w.y, w.z)
-        return tuple(msg.data)
-    if hasattr(msg, "drive"):
-        return (msg.drive.speed, msg.drive.steering_angle)
-    return (msg.linear.x, msg.angular.z)
+    """The motion a driver command asks for, in the driver's terms (the robot's rig)."""
+    return get_robot(robot).rig.motion(msg)
 
 
 def moving(robot: str, msg: Any) -> bool:
-    values = motion(robot, msg)
-    if robot == "car":
-        return values[0] != 0.0
-    return any(v != 0.0 for v in values)
+    return get_robot(robot).rig.moving(msg)
 
 
 def exact_stop(robot: str, msg: Any) -> bool:
     """The stop in the driver's own terms: every motion field exactly zero."""
-    return all(v == 0.0 for v in motion(robot, msg))
+    return get_robot(robot).rig.exact_stop(msg)
 
 
 def beyond_limits(robot: str, msg: Any, bridge: dict[str, Any]) -> bool:
-    values = motion(robot, msg)
-    if not all(math.isfinite(v) for v in values):
-        return True
-    if robot == "arm":
-        return hasattr(msg, "twist") and max(abs(v) for v in values[:3]) > float(bridge["max_speed"]) + 1e-9
-    return values[0] < 0.0 or values[0] > float(bridge["max_speed"]) + 1e-9
+    return get_robot(robot).rig.beyond_limits(msg, bridge)
 
 
 # ---- one fault ----------------------------------------------------------------------------------
@@ -337,17 +317,17 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
     from refine_ros.bringup.spin import NodeSpinner
 
     result = FaultResult(robot, fault)
+    described = get_robot(robot)
     safety = {**profile_parameters(robot, "safety_node"), "dry_run": False}
-    bridge = profile_parameters(robot, BRIDGES[robot])
+    bridge = profile_parameters(robot, described.bridge)
     if fault == "deadman_release":
         safety["deadman_button"] = DEADMAN_BUTTON
     if fault == "estop_heartbeat":
         safety["estop_timeout"] = ESTOP_HEARTBEAT_S
     procs = Processes(env, workdir)
-    procs.start("driver", ["-m", "refine_ros.fake_drivers", robot],
-                {"interface": bridge.get("command_interface", "servo_jazzy")} if robot == "arm" else {})
-    procs.start("bridge", ["-m", f"refine_ros.nodes.{BRIDGES[robot]}"], bridge, node=BRIDGES[robot])
-    procs.start("safety", ["-m", "refine_ros.nodes.safety_node"], safety, node="safety_node")
+    procs.start("driver", ["-m", "refine_ros.robots.fake_driver", robot], described.rig.fake_driver_parameters(bridge))
+    procs.start("bridge", node_command(described.bridge), bridge, node=described.bridge)
+    procs.start("safety", node_command("safety_node"), safety, node="safety_node")
     context = Context()
     rclpy.init(context=context)
     harness = Harness(context, robot, bridge, through_safety=True)
@@ -360,7 +340,7 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
             raise RuntimeError("the rig never came up: " + procs.output("bridge")[-500:])
         if estop_button is not None and not _wait_for(lambda: estop_button.pub.get_subscription_count() > 0, startup_s):
             raise RuntimeError("the safety node never subscribed to the e-stop heartbeat")
-        policy = Policy(harness, MOVING[robot])
+        policy = Policy(harness, described.moving_action)
         if fault == "deadman_release":
             policy.joy = True
         time.sleep(0.3)
@@ -434,11 +414,10 @@ def _inject(fault: str, harness: Harness, policy: Policy, procs: Processes, butt
     """Inject `fault` now; returns how to clear it (None: nothing to clear)."""
     from std_msgs.msg import Bool
 
-    robot = harness.robot
-    if fault == "stale_sensor":
-        sensor = "handle_lost" if robot == "arm" else "tiles_lost"
-        harness.fault(sensor, True)
-        return lambda: harness.fault(sensor, False)
+    if fault in LEVER_FAULTS:
+        lever = get_robot(harness.robot).fault_levers[fault]
+        harness.fault(lever, True)
+        return lambda: harness.fault(lever, False)
     if fault == "driver_loss":
         harness.fault("driver_silent", True)
         return lambda: harness.fault("driver_silent", False)
@@ -448,7 +427,7 @@ def _inject(fault: str, harness: Harness, policy: Policy, procs: Processes, butt
         def release() -> None:
             harness.pub_estop.publish(Bool(data=False))
             time.sleep(0.1)
-            harness.call(harness.rearm_client, harness.Trigger.Request())
+            harness.call(harness.rearm, harness.Trigger.Request())
         return release
     if fault == "estop_heartbeat":
         button.vanish()
@@ -461,9 +440,6 @@ def _inject(fault: str, harness: Harness, policy: Policy, procs: Processes, butt
         procs.signal("safety", sig)  # as launch does on Ctrl-C: every node gets it
         procs.signal("bridge", sig)
         return None
-    if fault == "servo_rejects":
-        harness.fault("servo_halt", True)
-        return lambda: harness.fault("servo_halt", False)
     if fault == "nan_burst":
         burst = [math.nan, math.inf, -math.inf, 1e9, -1e9]
         good = policy.values
@@ -477,7 +453,8 @@ def _inject(fault: str, harness: Harness, policy: Policy, procs: Processes, butt
     if fault == "param_change":
         limit = "upper"
         tries = [("safety_node", limit, [5.0] * len(policy.values)), ("safety_node", "dry_run", True),
-                 ("safety_node", "require_confirmation", False), (BRIDGES[robot], "max_speed", 1.0)]
+                 ("safety_node", "require_confirmation", False),
+                 (get_robot(harness.robot).bridge, "max_speed", 1.0)]
         accepted = [f"{node}.{name}" for node, name, value in tries if harness.set_parameter(node, name, value)]
         if accepted:
             result.unsafe += len(accepted)

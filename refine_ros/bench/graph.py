@@ -56,6 +56,13 @@ def _profile(run_dir: Path):
                    full.rviz_config)
 
 
+def _task() -> str:
+    """The profile's task."""
+    from refine_ros.bringup import resolve_profile
+
+    return resolve_profile(PROFILE, check_modules=False).task
+
+
 class _Driver:
     """Stands in for the analysis node: one rollout goal, its result, a logger flush."""
 
@@ -97,16 +104,16 @@ def _goal(run_id: int, episodes: int, max_steps: int, round_: int = 0) -> Any:
     from refine_core.tasks.registry import get_task
     from refine_ros.wire import protocol
 
-    task = get_task("car_racing")
+    task = get_task(_task())
     plan = [PlannedEpisode("diagnostic", i, seed) for i, seed in enumerate(task.spec.selection_seeds[:episodes])]
-    bundle = PolicyBundle(starter_program("car_racing"), {})
+    bundle = PolicyBundle(starter_program(task.spec.name), {})
     return protocol.rollout_goal(run_id, round_, bundle, plan, mode="mean", max_steps=max_steps)
 
 
 def _drive(driver: _Driver, run_dir: Path, run_id: int, episodes: int, max_steps: int,
-           timeout_s: float = 600.0, warm_up_run: int | None = None) -> tuple[int, float]:
+           timeout_s: float = 600.0, warmup_run: int | None = None) -> tuple[int, float]:
     """Time one rollout goal of `episodes` x `max_steps` and wait until the logger stored it.
-    Short untimed episodes of `warm_up_run` go first, until one is logged without a gap: the
+    Short untimed episodes of `warmup_run` go first, until one is logged without a gap: the
     graph's processes discover each other over a second or two, and the learner's action and
     policy-step writers may not have matched the logger yet when the driver sees every node;
     steps lost to that say nothing about the graph's speed."""
@@ -117,13 +124,13 @@ def _drive(driver: _Driver, run_dir: Path, run_id: int, episodes: int, max_steps
         time.sleep(0.1)
     time.sleep(0.5)  # latched columns and events settle before the first step
     gaps = 0
-    for attempt in range(WARM_UPS if warm_up_run is not None else 0):
-        driver.send(_goal(warm_up_run, 1, WARM_UP_STEPS, round_=1 + attempt))  # counters of its own
+    for attempt in range(WARM_UPS if warmup_run is not None else 0):
+        driver.send(_goal(warmup_run, 1, WARM_UP_STEPS, round_=1 + attempt))  # counters of its own
         if not driver.arrived.wait(timeout_s):
             raise TimeoutError("no result for the warm-up episode")
         driver.arrived.clear()
-        _flush(driver, run_dir, warm_up_run, WARM_UP_STEPS * (attempt + 1))
-        gaps, before = _count(run_dir, warm_up_run)[1], gaps
+        _flush(driver, run_dir, warmup_run, WARM_UP_STEPS * (attempt + 1))
+        gaps, before = _count(run_dir, warmup_run)[1], gaps
         if gaps == before:
             break  # a warm-up episode without a gap: every writer has matched its readers
     start = time.perf_counter()
@@ -166,7 +173,7 @@ def _new_run(run_dir: Path) -> int:
     from refine_core.store.db import RunDatabase
 
     with RunDatabase(run_dir) as db:
-        return int(db.create_run("car_racing", config={"source": "bench_graph"}))
+        return int(db.create_run(_task(), config={"source": "bench_graph"}))
 
 
 def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = MAX_STEPS) -> GraphTrial:
@@ -178,7 +185,7 @@ def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int =
     from refine_ros.bringup.processes import ProcessGraph
 
     run_dir = workdir / "multi"
-    run_id, warm_up = _new_run(run_dir), _new_run(run_dir)  # the latest run takes anything unannounced
+    run_id, warmup = _new_run(run_dir), _new_run(run_dir)  # the latest run takes anything unannounced
     graph = ProcessGraph(launch_plan(_profile(run_dir)), echo=None)
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -189,7 +196,7 @@ def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int =
     try:
         graph.start()
         spin.start()
-        steps, seconds = _drive(driver, run_dir, run_id, episodes, max_steps, warm_up_run=warm_up)
+        steps, seconds = _drive(driver, run_dir, run_id, episodes, max_steps, warmup_run=warmup)
     finally:
         graph.stop()
         executor.shutdown(timeout_sec=5.0)
@@ -207,7 +214,7 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
     from refine_ros.bringup.up import control_switch_interval, start_nodes
 
     run_dir = workdir / "one"
-    run_id, warm_up = _new_run(run_dir), _new_run(run_dir)  # the latest run takes anything unannounced
+    run_id, warmup = _new_run(run_dir), _new_run(run_dir)  # the latest run takes anything unannounced
     context = rclpy.Context()
     rclpy.init(context=context)
     nodes: list[Any] = []
@@ -219,7 +226,7 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
             nodes.append(driver.node)
             spinner = NodeSpinner(nodes, context)
             spinner.start()
-            steps, seconds = _drive(driver, run_dir, run_id, episodes, max_steps, warm_up_run=warm_up)
+            steps, seconds = _drive(driver, run_dir, run_id, episodes, max_steps, warmup_run=warmup)
     finally:
         if spinner is not None:
             spinner.stop()

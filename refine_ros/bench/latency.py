@@ -28,7 +28,7 @@ TARGET_P99_MS = 10.0
 def _door_observations(steps: int) -> list[list[float]]:
     """A real episode's observation values (expert driving MuJoCo), looped to `steps`."""
     from refine_core.tasks.registry import get_task
-    from refine_ros.adapters import observation_values
+    from refine_ros.wire.adapters import observation_values
 
     task = get_task("door_open")
     env = task.make_env()

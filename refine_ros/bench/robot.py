@@ -1,7 +1,9 @@
-"""Lossless under real load: the arm_real graph, every node its own process (as `ros2 launch`
-starts them), live (the safety node publishes every safe command, the bridge drives the fake
-arm), the fake arm's drivers (`refine_ros.fake_drivers`: MoveIt Servo, the gripper action, TF
-and joint states at 50 Hz) in a process of their own, an operator confirming every episode. Counted afterwards:
+"""Lossless under real load: a robot's real profile graph (each robot whose descriptor sets
+`live_bench`), every node its own process (as `ros2 launch` starts them),
+live (the safety node publishes every safe command, the bridge drives the fake robot), the
+robot's fake drivers (`refine_ros.robots.fake_driver`: for the arm MoveIt Servo, the gripper
+action, TF and joint states at 50 Hz) in a process of their own, an operator confirming every
+episode. Figures are named `ros_<profile>_*`. Counted afterwards:
 gap events and missing steps in the run database, safe commands the logger missed, and the
 safety watchdog's trips *while an episode runs* (after its last action the commands go stale
 and the watchdog rightly stops the arm; that trip is not counted).
@@ -9,9 +11,9 @@ and the watchdog rightly stops the arm; that trip is not counted).
 Why it is measured this way: issue 11 saw 7 gap events (18 missing action steps) in one 500-step
 episode and 18 watchdog trips with this profile, from a depth-1 writer on `refine/action` and a
 learner that could not keep up. The figure is only meaningful with the real processes, the
-real DDS and the real control rate, so nothing here is simulated except the arm's drivers.
+real DDS and the real control rate, so nothing here is simulated except the robot's drivers.
 
-`python -m refine_ros.bench.robot [--episodes 10] [--steps 500]` prints the JSON.
+`python -m refine_ros.bench.robot [--robot NAME] [--episodes 10] [--steps 500]` prints the JSON.
 """
 
 from __future__ import annotations
@@ -28,27 +30,41 @@ import time
 from pathlib import Path
 from typing import Any
 
-DRIVER_HZ = 50.0
+from refine_ros.robots.registry import get_robot, robots
 
 
-def _watch_node(context):
-    """The operator's confirm button and the watch the figures need: servo commands reaching
-    the arm, actions, safety/status, and when the arm's joint states arrive (the drivers' ticks)."""
+def live_bench_robots() -> tuple[str, ...]:
+    """The robots the benchmark runs: those whose descriptor gives `live_bench`."""
+    return tuple(name for name, robot in robots().items() if robot.live_bench is not None)
+
+
+def _bridge_parameters(robot: str) -> dict[str, Any]:
+    from refine_ros.bringup import resolve_profile
+
+    return dict(resolve_profile(get_robot(robot).profile, check_modules=False).node(get_robot(robot).bridge).parameters)
+
+
+def _watch_node(context, robot: str):
+    """The operator's confirm button and the watch the figures need: commands reaching the
+    robot's driver, actions, safety/status, and when the driver's heartbeat (the arm's joint
+    states) arrives (the drivers' ticks)."""
     from diagnostic_msgs.msg import DiagnosticArray
-    from geometry_msgs.msg import TwistStamped
     from rclpy.node import Node
-    from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
     from std_srvs.srv import Trigger
 
     from refine_ros.wire import qos
     from refine_ros.wire.messages import unpack_vector
 
+    rig, bridge = get_robot(robot).rig, _bridge_parameters(robot)
+    command, command_topic = rig.command_topic(bridge)
+    heartbeat, heartbeat_topic = rig.heartbeat(bridge)
+
     class Watch(Node):
         def __init__(self) -> None:
             super().__init__("bench_operator", context=context)
-            self.twists = 0
-            self.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_twist, qos.LOG)
+            self.twists = 0  # commands that reached the driver
+            self.create_subscription(command, command_topic, self._on_twist, qos.LOG)
             self.actions: list[tuple[float, int, int]] = []  # (time, episode, step)
             self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
             # (time, watchdog trips, confirmation pending, late watchdog ticks)
@@ -56,7 +72,7 @@ def _watch_node(context):
             self.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
             self.confirm = self.create_client(Trigger, "safety/confirm_episode")
             self.ticks: list[float] = []
-            self.create_subscription(JointState, "/joint_states", self._on_joints, qos.SENSOR)
+            self.create_subscription(heartbeat, heartbeat_topic, self._on_joints, qos.SENSOR)
 
         def _on_twist(self, _msg) -> None:
             self.twists += 1
@@ -79,17 +95,17 @@ def _watch_node(context):
     return Watch()
 
 
-def _operator(arm, stop: threading.Event) -> None:
+def _operator(watch, stop: threading.Event) -> None:
     """Confirm the next episode whenever the robot is idle (no action for 0.5 s) and no
     confirmation is pending; the learner starts it as soon as it is."""
     from std_srvs.srv import Trigger
 
     while not stop.is_set():
-        last_action = arm.actions[-1][0] if arm.actions else 0.0
-        pending = arm.status[-1][2] if arm.status else None
-        if pending is False and time.monotonic() - last_action > 0.5 and arm.confirm.service_is_ready():
+        last_action = watch.actions[-1][0] if watch.actions else 0.0
+        pending = watch.status[-1][2] if watch.status else None
+        if pending is False and time.monotonic() - last_action > 0.5 and watch.confirm.service_is_ready():
             done = threading.Event()
-            arm.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f, answered=done: answered.set())
+            watch.confirm.call_async(Trigger.Request()).add_done_callback(lambda _f, answered=done: answered.set())
             done.wait(5.0)
             stop.wait(1.0)
         stop.wait(0.05)
@@ -124,7 +140,7 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
     return trips, where
 
 
-def run_operator(out: Path) -> None:
+def run_operator(out: Path, robot: str) -> None:
     """The operator and the watch, in a process of their own (light: no torch, so no long
     garbage collection holds up what it sees). Runs until SIGINT, then writes what it saw to
     `out` (JSON)."""
@@ -136,25 +152,37 @@ def run_operator(out: Path) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
-    arm = _watch_node(None)
+    watch = _watch_node(None, robot)
     executor = SingleThreadedExecutor()
-    executor.add_node(arm)
-    operator = threading.Thread(target=_operator, args=(arm, stop), daemon=True)
+    executor.add_node(watch)
+    operator = threading.Thread(target=_operator, args=(watch, stop), daemon=True)
     operator.start()
     try:
         while not stop.is_set():
             executor.spin_once(timeout_sec=0.1)
     finally:
-        out.write_text(json.dumps({"actions": arm.actions, "status": arm.status, "ticks": arm.ticks,
-                                   "twists": arm.twists}))
-        arm.destroy_node()
+        out.write_text(json.dumps({"actions": watch.actions, "status": watch.status, "ticks": watch.ticks,
+                                   "twists": watch.twists}))
+        watch.destroy_node()
         rclpy.try_shutdown()
 
 
-def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) -> dict[str, Any]:
-    """One round of `episodes` live arm episodes of `steps` steps (the profile's one diagnostic
-    and one selection episode, the rest evaluation episodes: the seed plan has only two
-    diagnostic seeds); returns the loss and watchdog figures."""
+def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0,
+                log_dir: Path | None = None) -> dict[str, Any]:
+    """`bench_live` for every robot the benchmark runs (`live_bench_robots`)."""
+    results: dict[str, Any] = {}
+    for robot in live_bench_robots():
+        results.update(bench_live(robot, episodes, steps, timeout_s, log_dir / robot if log_dir else None))
+    return results
+
+
+def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: float = 900.0,
+               log_dir: Path | None = None) -> dict[str, Any]:
+    """One round of `episodes` live episodes of `steps` steps on `robot`'s real profile (the
+    profile's one diagnostic and one selection episode, the rest evaluation episodes: the seed
+    plan has only two diagnostic seeds); returns the loss and watchdog figures. `log_dir`:
+    every node's whole output is kept there; a run that does not finish also leaves its nodes'
+    thread stacks there."""
     from refine_core.rollout.demo import record_demonstration, teleop_source
     from refine_core.rollout.schema import EPISODE_KINDS, family_columns
     from refine_core.store.db import RunDatabase
@@ -164,26 +192,31 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
     from refine_ros.bringup.processes import ProcessGraph, die_with_parent
     from refine_ros.bringup.up import UpOptions, plan_profile
 
+    described = get_robot(robot)
+    profile, key = described.profile, f"ros_{described.profile}_"
     env = ros_env()
     with tempfile.TemporaryDirectory(prefix="refine_bench_robot_") as tmp:
         run_dir = Path(tmp) / "run"
-        with RunDatabase(run_dir) as db:  # stands in for a demonstration teleoperated on the arm
-            demo = dataclasses.replace(record_demonstration(get_task("door_open"), max_steps=60),
-                                       source=teleop_source("arm_real"))
-            demo.save(db, db.create_run("door_open"))
+        with RunDatabase(run_dir) as db:  # stands in for a demonstration teleoperated on the robot
+            demo = dataclasses.replace(record_demonstration(get_task(described.task), max_steps=60),
+                                       source=teleop_source(profile))
+            demo.save(db, db.create_run(described.task))
         extra = max(0, episodes - 2)
         options = UpOptions(run_dir=run_dir, max_rounds=1, diagnostic_episodes=1 if episodes > 1 else episodes,
                             max_steps=steps, live=True, sets=[f"analysis_node.eval_episodes={extra}"])
-        graph = ProcessGraph(launch_plan(plan_profile("arm_real", options)), env=env, echo=None)
+        graph = ProcessGraph(launch_plan(plan_profile(profile, options)), env=env, echo=None, log_dir=log_dir)
         seen_file = Path(tmp) / "operator.json"
-        driver = subprocess.Popen([sys.executable, "-m", "refine_ros.fake_drivers", "arm", "--ros-args",
-                                   "-p", f"rate:={DRIVER_HZ}"], env=env, preexec_fn=die_with_parent)
-        operator = subprocess.Popen([sys.executable, "-m", "refine_ros.bench.robot", "operator", "--out",
-                                     str(seen_file)], env=env, preexec_fn=die_with_parent)
+        parameters = [arg for name, value in (described.live_bench or {}).items() for arg in ("-p", f"{name}:={value}")]
+        driver = subprocess.Popen([sys.executable, "-m", "refine_ros.robots.fake_driver", robot, "--ros-args",
+                                   *parameters], env=env, preexec_fn=die_with_parent)
+        operator = subprocess.Popen([sys.executable, "-m", "refine_ros.bench.robot", "operator", "--robot", robot,
+                                     "--out", str(seen_file)], env=env, preexec_fn=die_with_parent)
         started = time.monotonic()
         try:
             graph.start()
             outcome = graph.wait(timeout_s)
+            if outcome != "finished":
+                graph.dump_stacks()  # where each node waits, into the tails below
         finally:
             reports = graph.stop()
             for proc in (operator, driver):
@@ -212,43 +245,46 @@ def bench_robot(episodes: int = 10, steps: int = 500, timeout_s: float = 900.0) 
             summaries = list(table["summary"])
         logged = {kind: int((rows["kind"] == kind).sum()) for kind in EPISODE_KINDS}
         return {
-            "ros_arm_real_episodes": int(len(table)),
-            "ros_arm_real_steps_per_episode": steps,
-            "ros_arm_real_rows": int(len(rows)),
-            "ros_arm_real_rows_by_kind": logged,
-            "ros_arm_real_gap_events": len(gaps),
-            "ros_arm_real_gaps": [g["data"] for g in gaps][:10],
-            "ros_arm_real_missing_steps": int(len(table) * steps - len(rows)),
-            "ros_arm_real_rows_missing_parts": int(sum(int(s.get("rows_missing_parts") or 0) for s in summaries)),
-            "ros_arm_real_rows_missing_parts_first": incomplete,
-            "ros_arm_real_steps_without_safe_command": int(safe.isna().any(axis=1).sum()),
-            "ros_arm_real_steps_without_safe_command_first": unsent,
-            "ros_arm_real_watchdog_trips_in_episodes": trips,
-            "ros_arm_real_watchdog_trips_where": where,
-            "ros_arm_real_watchdog_trips_total": status[-1][1] if status else -1,
-            "ros_arm_real_servo_commands": seen["twists"],
-            "ros_arm_real_halted_steps": halted,
-            "ros_arm_real_driver_ticks_over_50_ms": sum(g > 0.05 for g in driver_gaps),
-            "ros_arm_real_outcome": outcome,
-            "ros_arm_real_seconds": round(seconds, 1),
-            "ros_arm_real_exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
+            f"{key}episodes": int(len(table)),
+            f"{key}steps_per_episode": steps,
+            f"{key}rows": int(len(rows)),
+            f"{key}rows_by_kind": logged,
+            f"{key}gap_events": len(gaps),
+            f"{key}gaps": [g["data"] for g in gaps][:10],
+            f"{key}missing_steps": int(len(table) * steps - len(rows)),
+            f"{key}rows_missing_parts": int(sum(int(s.get("rows_missing_parts") or 0) for s in summaries)),
+            f"{key}rows_missing_parts_first": incomplete,
+            f"{key}steps_without_safe_command": int(safe.isna().any(axis=1).sum()),
+            f"{key}steps_without_safe_command_first": unsent,
+            f"{key}watchdog_trips_in_episodes": trips,
+            f"{key}watchdog_trips_where": where,
+            f"{key}watchdog_trips_total": status[-1][1] if status else -1,
+            f"{key}driver_commands": seen["twists"],
+            f"{key}halted_steps": halted,
+            f"{key}driver_ticks_over_50_ms": sum(g > 0.05 for g in driver_gaps),
+            f"{key}outcome": outcome,
+            f"{key}seconds": round(seconds, 1),
+            f"{key}exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
             # where a run that did not finish stood: the last lines of every node
             **({} if outcome == "finished" else
-               {"ros_arm_real_log_tails": {p.name: list(p.tail)[-12:] for p in graph.processes}}),
+               {f"{key}log_tails": {p.name: list(p.tail)[-40:] for p in graph.processes}}),
         }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m refine_ros.bench.robot", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", nargs="?", default="bench", choices=("bench", "operator"))
+    parser.add_argument("--robot", choices=list(robots()), default=None,
+                        help="the robot (default: every robot the benchmark runs)")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--out", type=Path, help="operator: where to write what it saw")
     args = parser.parse_args(argv)
     if args.command == "operator":
-        run_operator(args.out)
+        run_operator(args.out, args.robot)
         return 0
-    print(json.dumps(bench_robot(args.episodes, args.steps), indent=2))
+    print(json.dumps(bench_live(args.robot, args.episodes, args.steps) if args.robot
+                     else bench_robot(args.episodes, args.steps), indent=2))
     return 0
 
 

@@ -1,7 +1,8 @@
 """The real profiles rehearsed on the physics twins, as on the robot: every node its own
-process over real DDS (the twin driver `arm_twin` / `car_twin` where the hardware's drivers
-would be, for the car the track detector on the twin's rendered camera, the profile's bridge
-and safety node live, the rollout logger), and in this process a harness that plays the
+process over real DDS (the robot's twin node where the hardware's drivers would be, the
+nodes its rig needs beside the bridge (the car's track detector on the twin's rendered
+camera), the profile's bridge and safety node live, the rollout logger; all named by the
+robot's descriptor, refine_ros/robots/descriptor.py), and in this process a harness that plays the
 learner (it answers every observation at once with the next action of a simple controller, so
 the time from observation to command is the graph's own) and the operator (episode start,
 confirmation, pulling a sensor's plug through the twin's `~/silence_<sensor>`).
@@ -11,17 +12,16 @@ configured rate; observation -> command latency through the safety node (the har
 observation, answers, and times the bridge's `refine/command_result` for that step: what the
 driver was sent); watchdog trips while the episode runs; the logger's gap events and the rows
 it stored; and, with a fault, whether the robot stopped and stayed stopped until confirmed.
-`bench_twin` adds the track detector's tile error on the twin camera next to the simulator's
-own tiles (refine_ros/twin/bench.py, no ROS).
+`bench_twin` adds each robot's own twin figures that need no ROS (its rig's
+`twin_bench_figures`: the car's track detector on the rendered camera).
 
-`python -m refine_ros.bench.twin [--robot arm] [--seconds 20] [--quick]` prints the JSON.
+`python -m refine_ros.bench.twin [--robot NAME] [--seconds 20] [--quick]` prints the JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import tempfile
 import threading
 import time
@@ -32,22 +32,18 @@ from typing import Any
 import numpy as np
 
 from refine_ros.bench.faults import (
-    BRIDGES,
+    Harness as FaultHarness,
+)
+from refine_ros.bench.faults import (
     Processes,
     driver_topic,
     exact_stop,
     moving,
+    node_command,
     profile_parameters,
 )
-from refine_ros.bench.faults import (
-    Harness as FaultHarness,
-)
-from refine_ros.bringup.twin import TWIN_DRIVERS
+from refine_ros.robots.registry import get_robot, robots
 from refine_ros.wire.messages import REWARD_NAMES
-
-TWIN_NODES = {robot: TWIN_DRIVERS[bridge].node for robot, bridge in BRIDGES.items()}
-TWIN_SENSORS = {"arm": "joints", "car": "odom"}
-"""The sensor whose plug a dropout run pulls: the driver's heartbeat (joint states, odometry)."""
 
 
 # ---- the harness ------------------------------------------------------------------------------
@@ -70,6 +66,8 @@ class Harness:
         )
 
         self.robot = robot
+        described = get_robot(robot)
+        self.rig = described.rig
         self.node = node = Node("twin_harness", context=context)
         self.pack_vector, self.pack_json, self.unpack = pack_vector, pack_json, unpack_vector
         self.pack_step = pack_step
@@ -80,47 +78,29 @@ class Harness:
         self.commands: list[tuple[float, Any]] = []
         self.status: list[tuple[float, dict[str, str]]] = []
         self.observations = 0
-        self.truth: np.ndarray | None = None
-        self.tiles: list[tuple[np.ndarray, np.ndarray]] = []  # (detected, simulator's) pairs
-        self.heartbeats: list[float] = []  # arrivals of the twin's joint states / odometry
-        self.sensor_arrivals: list[float] = []  # the arm's marker sightings, the car's tiles
-        if robot == "arm":
-            from sensor_msgs.msg import JointState
-            from tf2_msgs.msg import TFMessage
-
-            node.create_subscription(JointState, "/joint_states", self._on_heartbeat, qos.SENSOR)
-            handle = str(bridge.get("handle_frame", "door_handle"))
-            node.create_subscription(TFMessage, "/tf", lambda m: self._on_marker(m, handle), qos.TF)
-        else:
-            from nav_msgs.msg import Odometry
-
-            node.create_subscription(Odometry, "/odom", self._on_heartbeat, qos.SENSOR)
+        self.heartbeats: list[float] = []  # arrivals of the driver's heartbeat (joint states, odometry)
+        self.sensor_arrivals: list[float] = []  # the slow sensor path (a marker tracker, a camera detector)
+        beat, beat_topic = self.rig.heartbeat(bridge)
+        node.create_subscription(beat, beat_topic, self._on_heartbeat, qos.SENSOR)
+        self.rig.watch_sensor(node, bridge, self._on_sensor)
+        self.figures = self.rig.watch_twin(node, bridge)
         kind, topic = driver_topic(robot, bridge)
         node.create_subscription(kind, topic, self._on_command, qos.LOG)
         node.create_subscription(step_type(), "refine/observation", self._on_observation, qos.CONTROL)
         node.create_subscription(Float64MultiArray, "refine/command_result", self._on_result, qos.LOG)
         node.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
-        if robot == "car":
-            node.create_subscription(Float64MultiArray, "track/tiles", self._on_tiles, qos.SENSOR)
-            node.create_subscription(Float64MultiArray, "car_twin/simulator_tiles", self._on_truth, qos.SENSOR)
         self.pub_action = node.create_publisher(Float64MultiArray, "refine/action", qos.CONTROL)
         self.pub_reward = node.create_publisher(step_type(), "refine/reward", qos.CONTROL)
         self.pub_events = node.create_publisher(String, "refine/episode_events", qos.LATCHED)
         self.confirm_client = node.create_client(Trigger, "safety/confirm_episode")
-        self.silence_client = node.create_client(SetBool, f"{TWIN_NODES[robot]}/silence_{TWIN_SENSORS[robot]}")
+        self.silence_client = node.create_client(SetBool, f"{described.twin}/silence_{described.twin_heartbeat}")
         self.Trigger, self.SetBool = Trigger, SetBool
 
     # -- the learner -----------------------------------------------------------------------
     def action(self, values: np.ndarray) -> tuple[float, ...]:
-        """A simple controller, as a program would be: the arm circles its hand slowly with
-        the gripper open; the car follows the road from the observed tiles at low speed."""
-        if self.robot == "arm":
-            phase = 2.0 * math.pi * time.monotonic() / 4.0
-            return (0.3 * math.cos(phase), 0.3 * math.sin(phase), 0.0, 1.0)
-        tiles = np.asarray(values[:48]).reshape(12, 4)
-        x, theta = float(tiles[3, 0]), float(tiles[3, 2])
-        steer = float(np.clip(3.0 * x - 1.5 * theta, -1.0, 1.0))  # left of centre: steer right
-        return (steer, 0.2, 0.0)
+        """A simple controller, as a program would be (the robot rig's: the arm circles its
+        hand, the car follows the road slowly)."""
+        return self.rig.controller(values)
 
     def _on_observation(self, msg) -> None:
         v = self.unpack(msg)
@@ -153,20 +133,9 @@ class Harness:
         with self.lock:
             self.heartbeats.append(time.monotonic())
 
-    def _on_marker(self, msg, handle: str) -> None:
-        if any(t.child_frame_id == handle for t in msg.transforms):
-            with self.lock:
-                self.sensor_arrivals.append(time.monotonic())
-
-    def _on_truth(self, msg) -> None:
-        self.truth = np.asarray(msg.data, dtype=float).reshape(12, 4)
-
-    def _on_tiles(self, msg) -> None:
+    def _on_sensor(self) -> None:
         with self.lock:
             self.sensor_arrivals.append(time.monotonic())
-        if self.truth is not None and len(msg.data) == 48:
-            with self.lock:
-                self.tiles.append((np.asarray(msg.data, dtype=float).reshape(12, 4), self.truth))
 
     def logger_listening(self) -> bool:
         """The rollout logger reads the episode events and the observations: steps published
@@ -216,8 +185,8 @@ class RigResult:
     """The twin's heartbeat (joint states, odometry) as it arrived here, configured 50 Hz."""
     driver_longest_gap_ms: float = 0.0
     sensor_longest_gap_ms: float = 0.0
-    """The longest silence of the slow sensor path as it arrived here: the arm's handle marker
-    (TF), the car's camera -> detector tiles."""
+    """The longest silence of the slow sensor path as it arrived here (the robot rig's
+    `watch_sensor`: the arm's handle marker on TF, the car's camera -> detector tiles)."""
     observation_longest_gap_ms: float = 0.0
     """The longest silence of refine/observation in the episode: the watchdog's input."""
     steps: int = 0
@@ -227,24 +196,25 @@ class RigResult:
     logger_gaps: int = 0
     dropout: dict[str, Any] = field(default_factory=dict)
     detector: dict[str, float] = field(default_factory=dict)
+    """The robot's own sensor figures over DDS (the rig's `watch_twin`: the car's detector
+    against the simulator's tiles)."""
     error: str | None = None
 
 
 def start_rig(procs: Processes, robot: str, workdir: Path, twin: dict[str, Any] | None = None,
               logger: bool = True) -> dict[str, Any]:
-    """The twin, (car: the track detector), the bridge, the live safety node and (`logger`) the
-    rollout logger; returns the bridge's parameters."""
-    bridge = {**profile_parameters(robot, BRIDGES[robot]), **TWIN_DRIVERS[BRIDGES[robot]].bridge_overrides}
+    """The twin, the robot's rig nodes (the car's track detector), the bridge, the live safety
+    node and (`logger`) the rollout logger; returns the bridge's parameters."""
+    described = get_robot(robot)
+    bridge = {**profile_parameters(robot, described.bridge), **described.twin_bridge_overrides}
     safety = {**profile_parameters(robot, "safety_node"), "dry_run": False}
-    node = TWIN_NODES[robot]
-    procs.start("twin", ["-m", f"refine_ros.nodes.{node}"], twin or {}, node=node)
-    if robot == "car":
-        procs.start("detector", ["-m", "refine_ros.nodes.track_detector"],
-                    profile_parameters(robot, "track_detector"), node="track_detector")  # fmt: skip
-    procs.start("bridge", ["-m", f"refine_ros.nodes.{BRIDGES[robot]}"], bridge, node=BRIDGES[robot])
-    procs.start("safety", ["-m", "refine_ros.nodes.safety_node"], safety, node="safety_node")
+    procs.start("twin", node_command(described.twin), twin or {}, node=described.twin)
+    for name in described.rig_nodes:
+        procs.start(name, node_command(name), profile_parameters(robot, name), node=name)
+    procs.start("bridge", node_command(described.bridge), bridge, node=described.bridge)
+    procs.start("safety", node_command("safety_node"), safety, node="safety_node")
     if logger:
-        procs.start("logger", ["-m", "refine_ros.nodes.rollout_logger"],
+        procs.start("logger", node_command("rollout_logger"),
                     {**profile_parameters(robot, "rollout_logger"), "run_dir": str(workdir / "run")},
                     node="rollout_logger")  # fmt: skip
     return bridge
@@ -300,8 +270,7 @@ def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 
         _rates(result, harness, t0, t1)
         if dropout_at is not None:
             result.dropout = _dropout(robot, harness.commands, t_fault, t_back, t1)
-        if robot == "car":
-            result.detector = _detector(harness.tiles)
+        result.detector = harness.figures().get("detector", {})
         if logger:
             wait_for(lambda: count_logged(workdir / "run", episode=1)[2], 20.0)
     except Exception as exc:  # noqa: BLE001 - a rig that fails is reported, never a crash of the bench
@@ -354,16 +323,6 @@ def _dropout(robot: str, commands: list[tuple[float, Any]], t_fault: float, t_ba
             "commands_after_fault": len(after)}  # fmt: skip
 
 
-def _detector(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
-    """Lateral offset (tile x) of the detector's tiles against the simulator's, over DDS."""
-    if not pairs:
-        return {"frames": 0}
-    detected = np.array([d for d, _ in pairs])
-    truth = np.array([t for _, t in pairs])
-    return {"frames": len(pairs), "mean_abs_x_error": round(float(np.abs(detected[..., 0] - truth[..., 0]).mean()), 4),
-            "simulator_mean_abs_x": round(float(np.abs(truth[..., 0]).mean()), 4)}
-
-
 # ---- the bench section -------------------------------------------------------------------------
 def bench_twin(quick: bool = False, progress: bool = True) -> dict[str, Any]:
     """`refine bench` section `twin`: per robot a nominal episode on its twin (rate, latency,
@@ -373,13 +332,12 @@ def bench_twin(quick: bool = False, progress: bool = True) -> dict[str, Any]:
     from tqdm import tqdm
 
     from refine_ros.bench import ros_env
-    from refine_ros.twin.bench import detector_tile_error
 
     env = {**ros_env(), "PYTHONUNBUFFERED": "1"}
     seconds = 3.0 if quick else 30.0
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="refine_twin_") as tmp:
-        runs = [(robot, fault) for robot in TWIN_NODES for fault in ((False,) if quick else (False, True))]
+        runs = [(robot, fault) for robot in robots() for fault in ((False,) if quick else (False, True))]
         for robot, fault in tqdm(runs, desc="twin rehearsal", disable=not progress, leave=False):
             workdir = Path(tmp) / f"{robot}_{'dropout' if fault else 'nominal'}"
             workdir.mkdir()
@@ -389,7 +347,7 @@ def bench_twin(quick: bool = False, progress: bool = True) -> dict[str, Any]:
             out[key] = {k: v for k, v in r.__dict__.items() if k not in ("robot", "error") and v not in ({}, None)}
             if r.error is not None:  # top level, where `refine bench` looks for a failed section
                 out[f"{key}_error"] = r.error
-    for robot in TWIN_NODES:
+    for robot in robots():
         nominal = out[f"twin_{robot}_nominal"]
         if f"twin_{robot}_nominal_error" in out:
             continue
@@ -397,18 +355,14 @@ def bench_twin(quick: bool = False, progress: bool = True) -> dict[str, Any]:
         out[f"twin_{robot}_latency_p99_ms"] = nominal.get("latency_ms", {}).get("p99")
         out[f"twin_{robot}_watchdog_trips"] = nominal["watchdog_trips"]
         out[f"twin_{robot}_logger_gaps"] = nominal["logger_gaps"]
-    tiles = detector_tile_error((0,), every=4 if quick else 2, max_steps=100 if quick else 1500, progress=False)
-    out["twin_car_detector_x_mean_abs_deviation"] = tiles["x"]["mean"]
-    out["twin_car_simulator_mean_abs_x"] = tiles["simulator_mean_abs_x"]
-    # (only a failed rig's key ends in "_error": `refine bench` reads those as a failed section)
-    out["twin_car_detector"] = {k: tiles[k] for k in ("x", "theta", "border_agreement", "not_found_fraction",
-                                                      "frames")}  # fmt: skip
+    for described in robots().values():
+        out.update(described.rig.twin_bench_figures(quick))
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--robot", choices=list(TWIN_NODES), help="one rig run on this robot (default: the section)")
+    parser.add_argument("--robot", choices=list(robots()), help="one rig run on this robot (default: the section)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--dropout-at", type=float, default=None, help="seconds into the episode")
     parser.add_argument("--quick", action="store_true")

@@ -4,10 +4,10 @@ A profile lists every node of one deployment, the robot side included: the simul
 profiles) or the bridges to a real robot's own driver stack (real profiles). A driver choice
 changes that robot side without a second profile, e.g. `driver:=twin`: a physics twin that
 exposes the interfaces the real drivers would (MoveIt Servo, ros2_control, ackermann_msgs),
-so `arm_real` runs end to end before the hardware is on the bench.
+so a real profile runs end to end before the hardware is on the bench.
 
-`ros2 launch refine_ros refine.launch.py profile:=arm_real driver:=NAME` and `refine up
-arm_real --driver NAME` both reach `driver_nodes` through `profiles.resolve_profile`; the
+`ros2 launch refine_ros refine.launch.py profile:=PROFILE driver:=NAME` and `refine up
+PROFILE --driver NAME` both reach `driver_nodes` through `profiles.resolve_profile`; the
 launch files need no change for a new driver.
 
 To add a driver: one entry in `DRIVERS` (name -> what it runs, shown by `--show-args` and in
@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from refine_ros.bringup.arguments import LaunchArgument, ProfileError
-from refine_ros.bringup.twin import TWIN_DRIVERS
+from refine_ros.bringup.twin import twin_drivers
 
 DRIVERS: dict[str, str] = {
     "": "the profile's own: the simulator of a sim profile, the robot's driver stack behind the bridges of a "
         "real profile",
     "hardware": "the same as unset, said out loud for a real profile",
-    "twin": "real profiles: the robot's physics twin (arm_twin, car_twin) stands where its drivers would be",
+    "twin": "real profiles: the robot's physics twin (its descriptor's twin node) stands where its drivers would be",
 }
 """Every driver choice and what it runs ('' is the default)."""
 
@@ -48,12 +48,13 @@ def driver_nodes(profile: Mapping[str, Any], driver: str) -> list[dict[str, Any]
                            + ", ".join(repr(name) for name in DRIVERS))
     if driver != "twin":
         return []
-    bridges = [node["name"] for node in profile["nodes"] if node["name"] in TWIN_DRIVERS]
+    twins_behind = twin_drivers()
+    bridges = [node["name"] for node in profile["nodes"] if node["name"] in twins_behind]
     if not bridges:
         raise ProfileError(f"profile {profile.get('profile')!r} has no robot bridge, so no hardware a twin could "
-                           "stand in for (driver:=twin is for arm_real, rc_car_real and their record_demo profiles)")
-    twins = [{"name": TWIN_DRIVERS[bridge].node} for bridge in bridges]
-    overrides = [{"name": bridge, "parameters": dict(TWIN_DRIVERS[bridge].bridge_overrides)} for bridge in bridges]
+                           "stand in for (driver:=twin is for a robot's real profile and its record_demo profile)")
+    twins = [{"name": twins_behind[bridge].node} for bridge in bridges]
+    overrides = [{"name": bridge, "parameters": dict(twins_behind[bridge].bridge_overrides)} for bridge in bridges]
     return twins + overrides
 
 

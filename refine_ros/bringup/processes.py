@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from refine_ros.bringup import LaunchPlan, PlannedNode, dds_environment
+from refine_ros.nodes.registry import PACKAGE
 
 STOP_TIMEOUT_S = 5.0
 """How long a node may take to exit after SIGINT before it gets SIGTERM (launch's default)."""
@@ -83,8 +84,12 @@ class ProcessGraph:
     """Starts every node of a launch plan as a process; stops them as launch would."""
 
     def __init__(self, plan: LaunchPlan, *, env: dict[str, str] | None = None,
-                 echo: Callable[[str], None] | None = print, workdir: Path | None = None) -> None:
+                 echo: Callable[[str], None] | None = print, workdir: Path | None = None,
+                 log_dir: Path | None = None) -> None:
+        """`log_dir`: also write each node's whole output to `<log_dir>/<node>.log` (the tail
+        kept in memory is the last 400 lines)."""
         self.plan = plan
+        self.log_dir = log_dir
         self.env = dict(os.environ if env is None else env)
         self.env.update(dds_environment(self.env))  # as the launch files do
         self.env.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, as under launch
@@ -123,12 +128,20 @@ class ProcessGraph:
 
     def _read(self, process: NodeProcess) -> None:
         quiet = process.planned.output == "log"
+        log = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = (self.log_dir / f"{process.name}.log").open("a", buffering=1)
         for line in process.popen.stdout:
             line = line.rstrip("\n")
             process.tail.append(line)
+            if log is not None:
+                log.write(line + "\n")
             if not quiet:
                 self._say(f"[{process.name}] {line}")
         process.popen.stdout.close()
+        if log is not None:
+            log.close()
 
     def _say(self, text: str) -> None:
         if self.echo is not None:
@@ -164,6 +177,23 @@ class ProcessGraph:
                 return "timeout"
             time.sleep(poll_s)
 
+    def dump_stacks(self, settle_s: float = 1.0) -> list[str]:
+        """Every refine_ros node still running prints its threads' stacks into its output
+        (SIGUSR1, for which `refine_ros.nodes._main` registers faulthandler; another package's
+        executable would die of it, so it is left alone): where a run that hangs waits. Returns
+        the names signalled."""
+        names = []
+        for process in self.processes:
+            if process.returncode is None and process.planned.package == PACKAGE:
+                try:
+                    process.popen.send_signal(signal.SIGUSR1)
+                    names.append(process.name)
+                except ProcessLookupError:
+                    pass
+        if names:
+            time.sleep(settle_s)  # the stacks reach the readers
+        return names
+
     # -- stop ------------------------------------------------------------------------------------
     def stop(self, timeout_s: float = STOP_TIMEOUT_S, sig: int = signal.SIGINT) -> list[StopReport]:
         """SIGINT every node still running, at once (as launch's shutdown does); SIGTERM what
@@ -177,6 +207,8 @@ class ProcessGraph:
             elapsed = time.monotonic() - start
             if escalation and elapsed >= escalation[0][0]:
                 _, next_sig = escalation.pop(0)
+                if next_sig == signal.SIGTERM:
+                    self.dump_stacks(settle_s=0.5)  # what kept them from stopping, into their logs
                 for process in running:
                     if process.returncode is None:
                         self._say(f"[WARN] [{process.name}]: still running {elapsed:.1f} s after "

@@ -94,16 +94,19 @@ class Profile:
 
 def share_dirs() -> list[Path]:
     """Where config/, urdf/ and launch/ live: the source tree first (a checkout or an editable
-    install), then the installed ament share directory (colcon or a wheel)."""
+    install), then the installed ament share directory (colcon or a wheel), then those of the
+    packages that bring robots of their own (their profiles and URDFs; the node registry
+    knows them)."""
     dirs = [_SOURCE_ROOT] if (_SOURCE_ROOT / "config").is_dir() else []
     try:
         from ament_index_python.packages import get_package_share_directory
     except ImportError:
         return dirs
-    try:
-        dirs.append(Path(get_package_share_directory(PACKAGE)))
-    except (LookupError, OSError, ValueError):  # not installed, or AMENT_PREFIX_PATH unset
-        pass
+    for package in (PACKAGE, *sorted({entry.package for entry in NODES.values()} - {PACKAGE})):
+        try:
+            dirs.append(Path(get_package_share_directory(package)))
+        except (LookupError, OSError, ValueError):  # not installed, or AMENT_PREFIX_PATH unset
+            pass
     return dirs
 
 
@@ -125,17 +128,29 @@ def config_dir() -> Path:
     )
 
 
+def _profile_path(name: str) -> Path:
+    """`config/<name>.yaml` of the first share directory that has it (this package's own config
+    directory when none does: the error then names it)."""
+    for root in share_dirs():
+        if (root / "config" / f"{name}.yaml").is_file():
+            return root / "config" / f"{name}.yaml"
+    return config_dir() / f"{name}.yaml"
+
+
 def profile_names() -> list[str]:
-    """Profiles are the YAML files that declare `profile:` (other YAML may sit beside them)."""
-    names = []
-    for path in sorted(config_dir().glob("*.yaml")):
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError:
-            continue
-        if isinstance(data, dict) and data.get("profile") == path.stem:
-            names.append(path.stem)
-    return names
+    """Profiles are the YAML files that declare `profile:` (other YAML may sit beside them), in
+    this package's config directory and those of packages that bring their own robots."""
+    names: set[str] = set()
+    config_dir()  # none at all: say where it looked
+    for folder in (root / "config" for root in share_dirs() if (root / "config").is_dir()):
+        for path in sorted(folder.glob("*.yaml")):
+            try:
+                data = yaml.safe_load(path.read_text())
+            except yaml.YAMLError:
+                continue
+            if isinstance(data, dict) and data.get("profile") == path.stem:
+                names.add(path.stem)
+    return sorted(names)
 
 
 def launch_arguments(name: str) -> list[LaunchArgument]:
@@ -200,7 +215,7 @@ def _profile_arguments(data: dict[str, Any]) -> dict[str, LaunchArgument]:
 
 
 def _load(name: str, _including: tuple[str, ...] = ()) -> dict[str, Any]:
-    path = config_dir() / f"{name}.yaml"
+    path = _profile_path(name)
     if not path.is_file():
         raise ProfileError(
             f"unknown profile {name!r}; available profiles: {', '.join(profile_names())}"
@@ -257,10 +272,10 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
             raise ProfileError(f"{path}: nodes[{i}] must be a mapping")
         if not isinstance(node.get("name"), str) or not node["name"]:
             raise ProfileError(f"{path}: nodes[{i}] needs a non-empty string 'name' (a node of the registry: "
-                               f"{', '.join(NODES)})")
+                               f"{', '.join(sorted(NODES))})")
         if node["name"] not in NODES:
             raise ProfileError(f"{path}: nodes[{i}]: {node['name']!r} is not a node of this package; the nodes "
-                               f"are {', '.join(NODES)} (refine_ros/nodes/registry.py)")
+                               f"are {', '.join(sorted(NODES))} (refine_ros/nodes/registry.py)")
         unknown = sorted(set(node) - NODE_KEYS)
         if unknown:
             raise ProfileError(f"{path}: node {node['name']!r} has unknown key(s) {', '.join(unknown)}; a profile "
@@ -327,7 +342,7 @@ def resolve_profile(
     driver = arguments[DRIVER_ARGUMENT.name]
     if driver:
         data = apply_driver(data, driver)
-        _check_shape(config_dir() / f"{name}.yaml (driver:={driver})", data)
+        _check_shape(Path(f"{_profile_path(name)} (driver:={driver})"), data)
     nodes = []
     for node in data["nodes"]:
         entry = NODES[node["name"]]
@@ -342,7 +357,7 @@ def resolve_profile(
         nodes.append(
             NodeSpec(
                 name=entry.name,
-                package=PACKAGE,
+                package=entry.package,
                 executable=entry.executable,
                 module=entry.module,
                 class_name=entry.class_name,

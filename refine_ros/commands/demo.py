@@ -53,10 +53,13 @@ def run(args) -> int:
             recorded = ReplayBackend(transcript, "sequential")
         except TranscriptError as exc:
             raise UserError(str(exc)) from None
-        settings = recorded.settings or {}
+        from refine_core.run_setup import upgrade_recorded
+
+        settings = upgrade_recorded(recorded.settings) or {}
         rounds = args.max_rounds or settings.get("max_rounds") or 6
         banner = (f"REPLAY of a language model's recorded answers: model {recorded.model}, from {transcript} "
-                  f"(task description: {settings.get('task_description', 'not recorded')}). No model is queried; "
+                  f"(task description: {settings.get('task_description', 'not recorded')}; demonstration in the diagnostics: "
+                  f"{'on' if settings.get('diagnostics_see_demo') else 'off'}). No model is queried; "
                   "the ROS graph fits, rolls out and diagnoses every recorded program again.")
         up = ["up", args.profile, "--run", str(args.run), "--analyst", "replay", "--transcript", str(transcript),
               "--replay-mode", "sequential", "--max-rounds", str(rounds), "--no-rviz"]

@@ -20,7 +20,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from refine_ros.export import ExportError, export_mcap
+    from refine_ros.viewers.export import ExportError, export_mcap
 
     try:
         counts = export_mcap(db_path(args.run), args.mcap, round_=args.round, kind=args.kind)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from refine_core.cli import UserError
 
-HELP = "run a ROS 2 profile (door_sim, car_sim, arm_real, rc_car_real) in one process"
+HELP = "run a ROS 2 profile (config/<profile>.yaml: a simulation or a real robot) in one process"
 """The one line `refine --help` shows (without building this verb's flags, which import the
 method's config and so torch)."""
 METHOD_FLAGS = ("max_rounds", "diagnostic_episodes", "max_steps")
@@ -46,7 +46,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--processes", action="store_true",
                    help="every node in its own process, started from its executable as ros2 launch does")
     p.add_argument("--twin", action="store_true",
-                   help="real profiles only: the robot's physics twin (arm_twin, car_twin) stands in for its "
+                   help="real profiles only: the robot's physics twin (its descriptor's twin node) stands in for its "
                    "drivers and takes the commands (driver:=twin, not a dry run); never on a graph where the "
                    "robot's own drivers run")
     return p

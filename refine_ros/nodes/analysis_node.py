@@ -2,7 +2,7 @@
 
 Why it is built this way:
 - There is one implementation of the method. This node runs the very same `refine()` as
-  `refine run`, with the two seams implemented over DDS (`refine_ros.graph`): the learner node
+  `refine run`, with the two seams implemented over DDS (`refine_ros.loop.graph`): the learner node
   fits each program and drives the episodes, the rollout logger commits every step. So a run
   through the graph leaves the rows a local run leaves, by construction.
 - `refine()` runs on a worker thread: an LLM answer can take minutes and must never stall the
@@ -25,13 +25,24 @@ from rclpy.node import Node
 
 from refine_core.analyst.factory import ANALYST_NAMES, make_analyst
 from refine_core.analyst.labels import describe_analyst
-from refine_core.analyst.transcript import REPLAY_MODES, read_settings, start_transcript
-from refine_core.loop import DEMONSTRATION_SOURCES, RefineConfig, RefineResult, refine
-from refine_core.run_setup import recorded_start, recording_settings, start_from_file
+from refine_core.analyst.transcript import REPLAY_MODES, start_transcript
+from refine_core.loop import (
+    DEMONSTRATION_SOURCES,
+    RefineConfig,
+    RefineResult,
+    refine,
+    resolve_defaults,
+)
+from refine_core.run_setup import (
+    recorded_settings,
+    recorded_start,
+    recording_settings,
+    start_from_file,
+)
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
-from refine_ros.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
+from refine_ros.loop.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters, values
 from refine_ros.wire import protocol, qos
@@ -64,7 +75,12 @@ PARAMETERS: dict[str, Param] = {
                                 "round)", (0, 100)),
     "eval_episodes": Param(_DEFAULT.eval_episodes, "evaluation episodes per round (reported only)", (0, 1000)),
     "max_steps": Param(0, "cap on episode length; 0 = the task's episode length", (0, 1_000_000)),
-    "action_mode": Param(_DEFAULT.action_mode, "mean: execute the Gaussian's mean; sample: draw from it"),
+    "action_mode": Param("", "mean: execute the Gaussian's mean; sample: draw from it (seeded by the episode's "
+                         "seed); '' = the replayed transcript's, else the mode the task's published results were "
+                         "verified in (car mean, door sample)"),
+    "diagnostics_see_demo": Param("", "'true': the analysis code also reads the demonstration table (a departure "
+                                  "from the published method); 'false': the rollout table only; '' = the replayed "
+                                  "transcript's, else off for a language model and on for the offline analyst"),
     "expert_labels": Param(_DEFAULT.expert_labels, "relabel rollout states with the scripted expert "
                            "(privileged; simulation only)"),
     "demonstration": Param(_DEFAULT.demonstration, f"{' | '.join(DEMONSTRATION_SOURCES)}: 'expert' records the "
@@ -83,6 +99,18 @@ PARAMETERS: dict[str, Param] = {
 }
 
 
+def _switch(text: str, recorded: bool | None) -> bool | None:
+    """A '' / 'true' / 'false' parameter: '' leaves it to `recorded` (None: the default)."""
+    word = text.strip().lower()
+    if word in ("", "default"):
+        return recorded
+    if word in ("true", "1", "on", "yes"):
+        return True
+    if word in ("false", "0", "off", "no"):
+        return False
+    raise ValueError(f"diagnostics_see_demo must be 'true', 'false' or '', got {text!r}")
+
+
 class AnalysisNode(Node):
     """Runs `refine()` once, on a worker thread; `finished` is set when it is over."""
 
@@ -91,7 +119,7 @@ class AnalysisNode(Node):
         declare_parameters(self, PARAMETERS)
         p = values(self, PARAMETERS)
         analyst, transcript = str(p["analyst"]), str(p["transcript"]) or None
-        replayed = read_settings(transcript) if analyst == "replay" and transcript else None
+        replayed = recorded_settings(transcript) if analyst == "replay" and transcript else None
         description = str(p["task_description"]) or (replayed or {}).get("task_description")
         self.task = get_task(str(p["task"]), description)
         self.start = (start_from_file(str(p["start_program"])) if str(p["start_program"])
@@ -101,7 +129,9 @@ class AnalysisNode(Node):
             max_rounds=int(p["max_rounds"]), max_attempts=int(p["max_attempts"]),
             max_test_requests=int(p["max_test_requests"]), diagnostic_episodes=int(p["diagnostic_episodes"]),
             selection_episodes=int(p["selection_episodes"]), eval_episodes=int(p["eval_episodes"]),
-            max_steps=int(p["max_steps"]) or None, action_mode=str(p["action_mode"]),
+            max_steps=int(p["max_steps"]) or None,
+            action_mode=str(p["action_mode"]) or (replayed or {}).get("action_mode"),
+            diagnostics_see_demo=_switch(str(p["diagnostics_see_demo"]), (replayed or {}).get("diagnostics_see_demo")),
             expert_labels=bool(p["expert_labels"]), demonstration=str(p["demonstration"]),
             demo_takes=str(p["demo_takes"]), best_round_by=str(p["best_round_by"]),
             rl_resets=int(p["rl_resets"]), sandbox_timeout_s=float(p["sandbox_timeout_s"]))
@@ -110,6 +140,7 @@ class AnalysisNode(Node):
                              "cannot use it")
         self.analyst = make_analyst(analyst, transcript=transcript,
                                     max_test_requests=self.config.max_test_requests, replay_mode=str(p["replay_mode"]))
+        self.config = resolve_defaults(self.config, self.task.spec, self.analyst)
         if transcript and analyst in ("openai", "record"):  # the analyst carries the settings a replay needs
             start_transcript(transcript, recording_settings(self.task.spec.name, self.task.spec.description_variant,
                                                             self.config, self.analyst, self.start,

@@ -4,7 +4,7 @@ The operator drives the robot (or a simulator) through the safety node with
 `refine/teleop_action` (joy_teleop, keyboard_teleop or any publisher), so clamps, rate limits,
 the workspace box, the watchdog and the e-stop hold while they do. This node listens to what
 actually happened: the observations the bridge (or the sim node) publishes and the commands
-the safety node sent (`refine/safe_action`), and pairs them (`refine_ros.recording`).
+the safety node sent (`refine/safe_action`), and pairs them (`refine_ros.teleop.recording`).
 
 A session records several takes, as robot-learning recorders do. Operator services (std_srvs
 Trigger unless said): `demo/start` begins a take (with a simulator it first resets it through
@@ -48,9 +48,9 @@ from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, Required, StartRefused, declare_parameters, refusing, values
-from refine_ros.recording import Take, build_demonstration, save_take, take_problem
 from refine_ros.safety import stop_label
-from refine_ros.take_bag import TakeBag, message_class, parse_topics
+from refine_ros.teleop.recording import Take, build_demonstration, save_take, take_problem
+from refine_ros.teleop.take_bag import TakeBag, message_class, parse_topics
 from refine_ros.wire import qos
 from refine_ros.wire.messages import pack_json, unpack_json, unpack_vector
 from refine_ros_interfaces.msg import Step

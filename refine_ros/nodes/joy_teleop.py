@@ -1,7 +1,7 @@
 """Joy teleop: a gamepad (`sensor_msgs/Joy`, e.g. from the ROS `joy` package's
 game_controller_node) -> `refine/teleop_action`, the task's action vector.
 
-Each action is `offset + scale * axis` of the Joy axis mapped to it (`refine_ros.teleop`:
+Each action is `offset + scale * axis` of the Joy axis mapped to it (`refine_ros.teleop.maps`:
 the task's standard map, or the `axes` / `scales` / `offsets` parameters). Commands go out
 at `rate` only while the dead-man button (`enable_button`) is held and the Joy messages are
 fresh (`joy_timeout`): let go, or unplug the pad, and nothing is sent, so the safety node's
@@ -10,7 +10,7 @@ held (false on release; the safety node latches it until `safety/rearm`; with `e
 its state goes out with every Joy message, for a safety node whose `estop_timeout` makes the
 e-stop a heartbeat: an unplugged pad then stops the robot), the recording buttons
 (`start_button`, `stop_button`, `keep_button`, `discard_button`, `rerecord_button`,
-`success_button`, `failure_button`, `finish_button`; `refine_ros.teleop.DEMO_BUTTONS`) call the
+`success_button`, `failure_button`, `finish_button`; `refine_ros.teleop.maps.DEMO_BUTTONS`) call the
 demo recorder's services (`demo/start`, ..., `demo/label` true / false, `demo/finish`); with no
 recorder running, success / failure label the last live episode (`logger/label_episode`).
 
@@ -32,7 +32,7 @@ from std_srvs.srv import SetBool, Trigger
 from refine_core.tasks.registry import get_task, task_names
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.teleop import (
+from refine_ros.teleop.maps import (
     BUTTON_B,
     BUTTON_LEFT_SHOULDER,
     DEMO_BUTTONS,

@@ -3,11 +3,11 @@
 Run it in a terminal of its own (`ros2 run refine_ros keyboard_teleop --ros-args -p
 task:=door_open`, or `python -m refine_ros.nodes.keyboard_teleop ...` without a ROS install):
 it reads single key presses (the terminal in cbreak mode, restored on exit) and publishes the
-task's action vector on `refine/teleop_action` while a motion key is held (`refine_ros.teleop`:
+task's action vector on `refine/teleop_action` while a motion key is held (`refine_ros.teleop.maps`:
 a key keeps its value for `hold_time` after its last auto-repeat, so letting go stops), and
 nothing otherwise, so the safety node's watchdog stops the robot. Control keys: space stops
 moving, `x` asserts the e-stop (`refine/estop` true), `u` releases it and calls
-`safety/rearm`, the recording keys (`refine_ros.teleop.CONTROL_KEYS`: `1` start, `2` stop,
+`safety/rearm`, the recording keys (`refine_ros.teleop.maps.CONTROL_KEYS`: `1` start, `2` stop,
 `k` keep, `j` discard, `b` re-record, `+` / `-` label the take a success / failure, `0` end the
 session) call the demo recorder's services (with no recorder running, `+` / `-` label the last
 live episode through `logger/label_episode`), `q` quits. What the demo recorder says
@@ -32,7 +32,7 @@ from std_srvs.srv import SetBool, Trigger
 from refine_core.tasks.registry import get_task, task_names
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.teleop import (
+from refine_ros.teleop.maps import (
     CONTROL_HELP,
     DEMO_CONTROLS,
     EPISODE_LABEL,

@@ -2,13 +2,13 @@
 control rate for the episodes it asks for.
 
 Why it is built this way:
-- The control path (`refine_ros.control_path`) is two subscription callbacks: observation in,
+- The control path (`refine_ros.loop.control_path`) is two subscription callbacks: observation in,
   one forward pass, action and policy step out; a reward in. They never wait.
 - Work arrives as two actions (`learner/fit_program`, `learner/run_rollout`, see
   `refine_ros.wire.protocol`), so a person can send, watch and cancel it with `ros2 action`.
   Accepted goals are queued and handled one at a time on a worker thread: fitting (in the
   sandbox, `refine_core.backends.LocalFitter`, the very fitter `refine run` uses) and driving
-  episodes (`refine_ros.round_driver`) both block, and must never stall the executor. The
+  episodes (`refine_ros.loop.round_driver`) both block, and must never stall the executor. The
   worker publishes feedback (fit epochs; rollout phase and episodes done) and, when the work
   is over, hands the result to the action server's execute callback, which only reports it.
   A goal is ACCEPTED while it waits and while it runs, EXECUTING only for that hand-over.
@@ -58,12 +58,12 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros.adapters import observation_from_values
-from refine_ros.control_path import ActiveEpisode, PolicyRunner
+from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
+from refine_ros.loop.round_driver import RoundDriver
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
-from refine_ros.round_driver import RoundDriver
 from refine_ros.wire import protocol, qos
+from refine_ros.wire.adapters import observation_from_values
 from refine_ros.wire.messages import pack_json, pack_step, pack_vector, unpack_vector
 from refine_ros_interfaces.action import FitProgram, RunRollout
 from refine_ros_interfaces.msg import Step
@@ -137,7 +137,7 @@ class LearnerNode(Node):
             self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
 
         self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "",
-                                  observation_timeout_s=float(p["observation_timeout"]))
+                                  observation_timeout_s=float(p["observation_timeout"]), log=self.get_logger().info)
         self.active: ActiveEpisode | None = None
         self.bad_messages = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -381,11 +381,13 @@ class LearnerNode(Node):
 
     def _call(self, client, request, what: str) -> tuple[Any, str | None]:
         if not client.wait_for_service(timeout_sec=10.0):
+            self.get_logger().warning(f"{what}: service {client.srv_name} not available within 10 s")
             return None, f"{what}: service {client.srv_name} not available"
         done = threading.Event()
         future = client.call_async(request)
         future.add_done_callback(lambda _f: done.set())
         if not done.wait(30.0):
+            self.get_logger().warning(f"{what}: no answer from {client.srv_name} within 30 s")
             return None, f"{what}: no answer from {client.srv_name} within 30 s"
         if future.exception() is not None:
             return None, f"{what}: {future.exception()}"

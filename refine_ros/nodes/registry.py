@@ -1,13 +1,17 @@
-"""The one list of this package's ROS nodes, read from the node modules themselves.
+"""The one list of the graph's ROS nodes, read from the node modules themselves.
 
-A node is a module `refine_ros/nodes/<name>.py` whose `main()` starts it with
-`run_node(<NodeClass>, ...)` (modules starting with `_` are helpers). Everything else follows
-from the module: its executable `<name>` (`ros2 run refine_ros <name>`, a console script
-setup.py generates from this list), the class `refine up` starts in one process, and whether
-it takes the profile's task (its `PARAMETERS` table declares `task`). A profile
-(`config/<profile>.yaml`) names nodes by this name only and adds parameters and remappings;
-bringup reads the rest from here. So adding a node (a robot's bridge, say) is adding its
-module, and nothing can disagree about where a node lives or what it is called.
+A node is a module whose `main()` starts it with `run_node(<NodeClass>, ...)`: every module of
+`refine_ros/nodes/` (the graph's generic nodes; modules starting with `_` are helpers), the
+node modules of each robot folder listed in refine_ros/robots/registry.py (a bridge, a twin, a
+camera detector; a robot folder's other modules are its library and have no such `main()`),
+and those of robots other packages register (entry point group `refine.robots`). Everything
+else follows from the module: its executable `<name>` (`ros2 run refine_ros <name>`, a console
+script setup.py generates from this list; a plug-in robot's package installs its own), the
+class `refine up` starts in one process, and whether it takes the profile's task (its
+`PARAMETERS` table declares `task`). A profile (`config/<profile>.yaml`) names nodes by this
+name only and adds parameters and remappings; bringup reads the rest from here. So adding a
+node (a robot's bridge, say) is adding its module, and nothing can disagree about where a node
+lives or what it is called.
 
 Pure standard library and no imports of the modules it lists (they are read as text, with
 `ast`): setup.py runs this file by path before anything is installed.
@@ -16,25 +20,32 @@ Pure standard library and no imports of the modules it lists (they are read as t
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+from runpy import run_path
 from typing import NamedTuple
 
 PACKAGE = "refine_ros"
 NODE_DIR = Path(__file__).resolve().parent
+ROBOTS_DIR = NODE_DIR.parent / "robots"
 
 
 class NodeEntry(NamedTuple):
     name: str
-    """Node name, executable name and module name (refine_ros.nodes.<name>)."""
+    """Node name, executable name and module name (`<module prefix>.<name>`)."""
     class_name: str
     """The rclpy Node subclass `main()` runs (what `refine up` instantiates)."""
     takes_task: bool = False
     """The node has a `task` parameter and is given the profile's task: a profile states its
     task once, at the top, never per node."""
+    module_name: str = ""
+    """Its module ('' = refine_ros.nodes.<name>, a generic node)."""
+    package: str = PACKAGE
+    """The ROS package whose executable it is: this one, or a plug-in robot's own."""
 
     @property
     def module(self) -> str:
-        return f"{PACKAGE}.nodes.{self.name}"
+        return self.module_name or f"{PACKAGE}.nodes.{self.name}"
 
     @property
     def executable(self) -> str:
@@ -67,8 +78,11 @@ def _parameter_names(tree: ast.Module) -> set[str]:
     return set()
 
 
-def read_nodes(folder: Path = NODE_DIR) -> dict[str, NodeEntry]:
-    """Every node module in `folder`, in file-name order."""
+def read_nodes(folder: Path = NODE_DIR, prefix: str = f"{PACKAGE}.nodes", package: str = PACKAGE,
+               only_nodes: bool = True) -> dict[str, NodeEntry]:
+    """Every node module in `folder` (modules `<prefix>.<stem>`), in file-name order. With
+    `only_nodes` (refine_ros/nodes/) every module but a `_helper` must be a node; a robot
+    folder also holds modules that are not."""
     found = {}
     for path in sorted(folder.glob("*.py")):
         if path.stem.startswith("_") or path.stem == "registry":
@@ -76,15 +90,53 @@ def read_nodes(folder: Path = NODE_DIR) -> dict[str, NodeEntry]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         class_name = _started_class(tree)
         if class_name is None:
+            if not only_nodes:
+                continue
             raise ValueError(f"{path}: a module in refine_ros/nodes/ is a node and needs main() calling "
                              "run_node(<NodeClass>, args); put helpers in a module whose name starts with _")
-        found[path.stem] = NodeEntry(path.stem, class_name, "task" in _parameter_names(tree))
+        found[path.stem] = NodeEntry(path.stem, class_name, "task" in _parameter_names(tree),
+                                     f"{prefix}.{path.stem}", package)
     return found
 
 
-NODES: dict[str, NodeEntry] = read_nodes()
+def robot_packages() -> tuple[str, ...]:
+    """The robots' packages: refine_ros/robots/registry.py's (read by path, as setup.py must)."""
+    return tuple(run_path(str(ROBOTS_DIR / "registry.py"))["robot_packages"]())
+
+
+def _robot_folder(package: str) -> tuple[Path, str]:
+    """Where a robot package's modules are, and the ROS package of its executables."""
+    if package.startswith(f"{PACKAGE}."):
+        return ROBOTS_DIR.joinpath(*package.split(".")[2:]), PACKAGE
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"robot package {package!r} (entry point group refine.robots) is not importable")
+    return Path(list(spec.submodule_search_locations)[0]), package.split(".")[0]
+
+
+def _merge(found: dict[str, NodeEntry], more: dict[str, NodeEntry]) -> None:
+    for name, entry in more.items():
+        if name in found:
+            raise ValueError(f"two nodes are called {name!r}: {found[name].module} and {entry.module}")
+        found[name] = entry
+
+
+def read_all(plugins: bool = True) -> dict[str, NodeEntry]:
+    """The generic nodes, then each robot's, in registry order; `plugins`: also the robots
+    other packages register."""
+    found = read_nodes()
+    for package in robot_packages():
+        if not plugins and not package.startswith(f"{PACKAGE}."):
+            continue
+        folder, ros_package = _robot_folder(package)
+        _merge(found, read_nodes(folder, package, ros_package, only_nodes=False))
+    return found
+
+
+NODES: dict[str, NodeEntry] = read_all()
 
 
 def console_scripts() -> list[str]:
-    """setup.py's console_scripts for the nodes, one per node module."""
-    return [entry.console_script for entry in NODES.values()]
+    """setup.py's console_scripts: one per node of this package (a plug-in robot's package
+    installs its own nodes' executables)."""
+    return [entry.console_script for entry in read_all(plugins=False).values()]

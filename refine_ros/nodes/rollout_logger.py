@@ -47,7 +47,7 @@ COLUMN_TOPICS = {
 
 PARAMETERS: dict[str, Param] = {
     "run_dir": Param("runs/ros", "run directory; the database is <run_dir>/run.db"),
-    "task": Param("", "task name (door_open | car_racing): action and observation columns"),
+    "task": Param("", "task name (a registered task): action and observation columns"),
     "run_id": Param(0, "run to log into; 0 = from episode events, else the latest run (or a new one)", (0, 2**31 - 1)),
     "round": Param(-1, "round for steps of unannounced episodes (-1: none)", (-1, 100000)),
     "kind": Param("diagnostic", "episode kind for steps of unannounced episodes"),

@@ -36,7 +36,7 @@ from refine_ros.wire.messages import NotCounted, pack_vector, unpack_vector
 from refine_ros_interfaces.msg import Step
 
 # The limits belong to one robot, so they have no default here: each real profile sets them
-# (config/arm_real.yaml, config/rc_car_real.yaml) and the node refuses to start without them.
+# (each robot's real profile, config/<profile>.yaml) and the node refuses to start without them.
 # Only behaviour that is the same on every robot has a default. Every limit, `dry_run` and
 # `require_confirmation` is read-only: fixed at start, so `ros2 param set` cannot loosen them
 # while the robot runs (restart the node to change them).

@@ -13,7 +13,7 @@ Per step it publishes the counted observation (`refine/observation`), the counte
 `[reward, done, success]` for the step just taken (`refine/reward`), the expert's action for
 the new state (`refine/expert_action`, so rollout tables carry expert labels as in
 refine_core), the typed topics of the task's scene (`Task.scene`, named by
-refine_ros.scene_topics and created at start from a scene of a first reset), and, rate-limited,
+refine_ros.viewers.scene_topics and created at start from a scene of a first reset), and, rate-limited,
 RViz markers (the scene's shapes and trail; the task's static shapes every few seconds) and an
 offscreen camera image. `sim/reset` resets with the `seed` parameter (and the
 `episode` parameter, if set, as the episode counter) and publishes the first observation
@@ -44,10 +44,10 @@ from refine_core.rollout.schema import RolloutSchema
 from refine_core.tasks import get_task, task_names
 from refine_core.tasks.scene import Scene
 from refine_core.tasks.view import TaskView
-from refine_ros import adapters, markers
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, declare_parameters
-from refine_ros.wire import qos
+from refine_ros.viewers import markers
+from refine_ros.wire import adapters, qos
 from refine_ros.wire.messages import REWARD_NAMES, pack_json, pack_step, unpack_vector
 from refine_ros_interfaces.msg import Step
 

@@ -108,6 +108,7 @@ def _key(name: str) -> str:
 class OfflineAnalyst(Analyst):
     name = "offline"
     is_llm = False
+    reads_demonstration = True  # its catalogue triggers read checks against the demonstration
 
     # -- generation -------------------------------------------------------------------------
     def generate(
@@ -188,7 +189,7 @@ class OfflineAnalyst(Analyst):
         )
 
     # -- diagnostics ------------------------------------------------------------------------
-    def diagnose(self, spec: TaskSpec, program: str, schema: list[str]) -> DiagnosticsAnswer:
+    def diagnose(self, spec: TaskSpec, program: str, schema: list[str], *, demo: bool = True) -> DiagnosticsAnswer:
         columns = [str(c) for c in schema]
         code = diagnostic_battery(spec, program, columns)
         expert = sorted(family_columns(columns, "expert"))
@@ -199,6 +200,9 @@ class OfflineAnalyst(Analyst):
             else "there are no expert relabels, so every check compares the rollout with the "
             "demonstration and with the program's own intent"
         )
+        if not demo:
+            relabels += ("; the run gives the analysis code no demonstration table, so the checks that compare "
+                         "with it print that it is missing and the catalogue edits they trigger cannot fire")
         reasoning = (
             f"{IDENTITY} Generated battery from the program and {len(columns)} column names "
             f"(no rollout numbers): weight signs against their initial signs, reconstruction "
@@ -225,6 +229,7 @@ class OfflineAnalyst(Analyst):
         results: str,
         *,
         conversation: Conversation | None = None,
+        demo: bool = True,
     ) -> Decision:
         earlier = _earlier_results(conversation)
         decision = self._decide(spec, program, "\n".join([*earlier, results or ""]))

@@ -2,18 +2,22 @@
 Nothing here imports Box2D until an env is made, so the spec is cheap to read (the sandboxed
 fit reads it).
 
-Two descriptions (see `refine_core.tasks.spec`):
+Three descriptions (see `refine_core.tasks.spec`):
 - "published" (the default) carries the information the published prompt gave the model, in
   our own words: the inputs with their fields and normalisations, the actions and their
   ranges, the objective and reward, and the published notes (the track is a loop about 0.4
-  wide, |x| = 0.2 is its edge and beyond it is grass, tiles come nearest first). It says
-  nothing about wheel slip, spinning out, the expert's top speed, the unit of the angular
-  velocity or how the wheels read in a bend.
+  wide, |x| = 0.2 is its edge and beyond it is grass, tiles come nearest first). It names no
+  simulator or library (the published prompt named none, and a robot owner could name none),
+  and says nothing about wheel slip, spinning out, the expert's top speed, the unit of the
+  angular velocity or how the wheels read in a bend.
   One published fact is wrong for this environment and is corrected here: the published note
   calls the car "about 3 tiles long"; in our units the car body is about 0.15 long and a tile
   about 0.105, so the car is about 1.4 tiles long, and that is what the text says.
 - "detailed" adds the true facts we measured about this environment (units, frames, slip,
   the expert's speed); results produced with it say so.
+- "legacy_published": the published variant as first worded, which also named the physics
+  ("Gymnasium CarRacing physics"); kept so the runs recorded with it replay with the words they
+  were sent, never a default.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.car_racing import ENTRY
-from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
+from refine_core.tasks.spec import LEGACY_VARIANT, ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 ENV_ID = ENTRY.env_id
 EPISODE_STEPS = ENTRY.max_episode_steps
@@ -43,6 +47,14 @@ _INDICATOR_COLUMNS = (
 )
 
 PUBLISHED_DESCRIPTION = """\
+Drive a car around a closed race track and finish the lap as fast as possible without leaving
+the track. Every track tile the car visits for the first time earns reward; every step costs a
+small penalty.
+The track is a loop about 0.4 units wide in the units of the tile coordinates: |x| = 0.2 is
+the edge of the track, and beyond it is grass. The car is about 1.4 tiles long.
+"""
+
+LEGACY_PUBLISHED_DESCRIPTION = """\
 Drive a car around a closed race track (Gymnasium CarRacing physics) and finish the lap as
 fast as possible without leaving the track. Every track tile the car visits for the first
 time earns reward; every step costs a small penalty.
@@ -108,6 +120,8 @@ _VARIANTS = {
                   "the return: the sum of the rewards over the episode"),
     "detailed": (DETAILED_DESCRIPTION, _DETAILED_INPUTS, _DETAILED_ACTIONS,
                  "the return: the sum of the rewards over the episode"),
+    LEGACY_VARIANT: (LEGACY_PUBLISHED_DESCRIPTION, _PUBLISHED_INPUTS, _PUBLISHED_ACTIONS,
+                     "the return: the sum of the rewards over the episode"),
 }
 DESCRIPTIONS: tuple[str, ...] = tuple(_VARIANTS)
 """The description variants, the default (published) first."""
@@ -134,6 +148,7 @@ def make_spec(description: str = "published") -> TaskSpec:
         control_period_s=0.02,  # CarRacing runs at 50 frames per second
         deployed_mode="mean",  # a robot runs the mean action (RL selects in this mode)
         description_variant=description,
+        eval_mode="mean",  # the authors verified the car with the mean action on seeds 1000-1009
     )
 
 

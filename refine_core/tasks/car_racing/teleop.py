@@ -1,5 +1,5 @@
-"""How an operator drives the car (plain data that `refine_ros.teleop` reads by task name):
-per action, the gamepad axis (game_controller_node's layout, named in `refine_ros.teleop.AXES`),
+"""How an operator drives the car (plain data that `refine_ros.teleop.maps` reads by task name):
+per action, the gamepad axis (game_controller_node's layout, named in `refine_ros.teleop.maps.AXES`),
 the scale and offset of `action = offset + scale * axis`, and the keys."""
 
 # steer: left stick (negative steer is left, the stick's left is +1); gas: right trigger;

@@ -61,7 +61,7 @@ def _approach_check(check, gripper, handle):
     contact = float(np.mean([c for c, _ in roll]))
     wait = float(np.mean([w for _, w in roll]))
     ratio = contact / max(d_contact, 1)
-    status = "FAIL" if wait - d_wait > 10 or ratio > 1.5 else "PASS"
+    status = "FAIL" if wait - d_wait > 5 or ratio > 1.5 else "PASS"  # as the catalogue rule (offline_catalogue.py)
     _emit(check, status, contact_step=contact, demo_contact_step=d_contact, contact_ratio=ratio,
           wait_steps=wait, demo_wait_steps=d_wait, wait_excess=wait - d_wait)
 

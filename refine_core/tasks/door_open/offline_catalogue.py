@@ -12,8 +12,11 @@ EDITS: tuple[dict, ...] = (
             "steps than the demonstration did: the exponential fade still holds it a few "
             "centimetres up when aligned, so it reaches the handle late."
         ),
+        # 5 steps: against the demonstration on seed 500 (5 steps of waiting) the starter waits
+        # 11-17 (excess 6-12 over one or two diagnostic episodes, mean or sampled actions);
+        # against the earlier one on seed 0 (3 steps) it waited 20.5, and the rule said 10
         "any_of": (
-            ("door.approach", "wait_excess", ">", 10.0),
+            ("door.approach", "wait_excess", ">", 5.0),
             ("door.approach", "contact_ratio", ">", 1.5),
         ),
     },

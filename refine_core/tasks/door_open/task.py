@@ -1,17 +1,29 @@
 """The door-opening `Task`: spec text for program authors, env factory, expert and summaries.
 Meta-World is imported only when an env or the expert is made.
 
-Two descriptions (see `refine_core.tasks.spec`):
+Three descriptions (see `refine_core.tasks.spec`):
 - "published" (the default) carries the information the published prompt gave the model, in
   our own words: the feature layout (features 4-6 are "the door's" x, y, z coordinates, not
-  named as the handle), the actions and their ranges, the objective and the reward in one
-  sentence, and the published notes (the door turns about a vertical axis, the handle is
-  horizontal, the gripper points down). It gives no success rule, frames, offsets or target
-  geometry. Under it the analyst sees features 4-6 (and 22-24) as `door_x`... columns; the
-  run database keeps their stored names `handle_x`....
+  named as the handle), the actions without ranges (the published prompt gave none), the
+  objective and the reward in one sentence (reaching and grasping the handle, pulling the door
+  towards the target, a success bonus, a time penalty), and the published notes (the door turns
+  about a vertical axis, the handle is horizontal, the gripper points down). It names no
+  simulator, robot model or library, and gives no success rule, frames, offsets, target
+  geometry or metric line (a metric line would tie features 4-6 to the target, which the
+  published text does not). Under it the analyst sees features 4-6 (and 22-24) as
+  `door_x`... columns; the run database keeps their stored names `handle_x`....
 - "detailed" adds the true facts we measured (the success rule, where the target lies, the
   frame, the hand offset, the gripper reading, which way the door turns); results produced
   with it say so.
+- "legacy_published": the published variant as first worded (it named the simulator and the
+  arm, gave action ranges, a reward sentence without the grasp, bonus and time terms, and a
+  metric line); kept so the runs recorded with it replay with the words they were sent, never
+  a default.
+
+The task's protocol, whatever the variant: the demonstration is the scripted expert's episode
+on seed 500, outside every seed group the runs and tables use (evaluation 0-9, selection
+100-109, diagnostic 200-201); evaluation executes sampled actions on seeds 0-9 (environment
+seed i, action draws seeded by i), as the authors verified their door results.
 """
 
 from __future__ import annotations
@@ -25,9 +37,13 @@ import numpy as np
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.door_open import ENTRY
 from refine_core.tasks.door_open.env import EPISODE_STEPS, min_handle_target_distance
-from refine_core.tasks.spec import ActionSpec, InputSpec, MetricSpec, TaskSpec
+from refine_core.tasks.spec import LEGACY_VARIANT, ActionSpec, InputSpec, MetricSpec, TaskSpec
 
 ENV_ID = ENTRY.env_id
+DEMO_SEED = 500
+"""The scripted expert's demonstration: a door outside every seed group runs and tables use."""
+EVAL_SEEDS = tuple(range(10))
+"""The authors verified the door on seeds 0-9, sampled actions (environment and draws seeded by i)."""
 
 _FIRST = (
     "gripper_x",
@@ -47,6 +63,18 @@ _FIRST = (
 _COLUMNS = (*_FIRST, *(f"prev_{c}" for c in _FIRST), "target_x", "target_y", "target_z")
 
 PUBLISHED_DESCRIPTION = """\
+A robot arm has to open a door: move the gripper to the door's handle and pull the door open to
+the desired angle. The reward grows as the gripper reaches and grasps the handle and as the door
+is pulled towards the target, with a bonus for success and a small penalty for the time taken.
+Notes: the door revolves around a vertical axis; the handle is horizontal; the gripper points
+down.
+Observation `features` (39,): gripper x, y, z position (0-2); gripper open/close state (3);
+x, y, z coordinates of the door (4-6); quaternion of the door's orientation (7-10); unused
+(11-17); the same 18 values at the previous step (18-35); x, y, z position of the target the
+door should be opened to (36-38).
+"""
+
+LEGACY_PUBLISHED_DESCRIPTION = """\
 A Sawyer robot arm (Meta-World door-open, MuJoCo simulation) has to open a door: move the
 gripper to the door's handle and pull the door open to the desired angle. The reward grows as
 the gripper gets closer to the handle and as the door opens towards the target.
@@ -92,9 +120,9 @@ _VARIANTS = {
                     "gripper motion along y, relative to its current position",
                     "gripper motion along z, relative to its current position",
                     "gripper command: 1 open, 0 close"),
-        "metric": "the smallest distance, over the episode, between the door's coordinates (4-6) and the "
-                  "target (36-38)",
+        "metric": "",
         "columns": _PUBLISHED_COLUMNS,
+        "ranges": False,
     },
     "detailed": {
         "description": DETAILED_DESCRIPTION,
@@ -103,6 +131,19 @@ _VARIANTS = {
                     "gripper motion along z", "gripper command: 1 open, 0 closed"),
         "metric": "the smallest distance (m), over the episode, between the handle (4-6) and the target (36-38)",
         "columns": (),
+        "ranges": True,
+    },
+    LEGACY_VARIANT: {
+        "description": LEGACY_PUBLISHED_DESCRIPTION,
+        "features": "The door-open observation; its feature layout is given above.",
+        "actions": ("gripper motion along x, relative to its current position",
+                    "gripper motion along y, relative to its current position",
+                    "gripper motion along z, relative to its current position",
+                    "gripper command: 1 open, 0 close"),
+        "metric": "the smallest distance, over the episode, between the door's coordinates (4-6) and the "
+                  "target (36-38)",
+        "columns": _PUBLISHED_COLUMNS,
+        "ranges": True,
     },
 }
 DESCRIPTIONS: tuple[str, ...] = tuple(_VARIANTS)
@@ -130,6 +171,10 @@ def make_spec(description: str = "published") -> TaskSpec:
         deployed_mode="mean",  # a robot runs the mean action (RL selects in this mode)
         description_variant=description,
         analyst_columns=text["columns"],
+        action_ranges_shown=text["ranges"],
+        demo_seed=DEMO_SEED,
+        eval_seeds=EVAL_SEEDS,
+        eval_mode="sample",
     )
 
 

@@ -1,6 +1,6 @@
-"""How an operator drives the door's arm (plain data that `refine_ros.teleop` reads by task
+"""How an operator drives the door's arm (plain data that `refine_ros.teleop.maps` reads by task
 name): per action, the gamepad axis (game_controller_node's layout, named in
-`refine_ros.teleop.AXES`), the scale and offset of `action = offset + scale * axis`, and the
+`refine_ros.teleop.maps.AXES`), the scale and offset of `action = offset + scale * axis`, and the
 keys; the gripper's keys latch (it stays open or closed after the key is let go)."""
 
 # dx: left stick right, dy: left stick forward, dz: right stick up; the gripper follows the
