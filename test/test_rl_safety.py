@@ -221,3 +221,73 @@ def test_refine_rl_takes_a_preset_and_flags_change_it(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main(["rl", "--task", "pendulum", "--program", "starter", "--rl-preset", "fast"])
     assert refused.value.code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the seams a robot's RL uses
+def _one_at_a_time(task):
+    """A sampler that runs the k episodes one after another through `draw`, as a robot does."""
+    from refine_core.learn.rl import Trajectory, draw, group_from_trajectories
+    from refine_core.policy.distribution import clip_actions, to_batch
+
+    def sample(policy, env_seed, k, generator, max_steps, std_scale):
+        out = []
+        for _ in range(k):
+            env = task.make_env()
+            obs, _ = env.reset(seed=env_seed)
+            steps = []
+            for _t in range(max_steps):
+                batch = to_batch(task.spec, task.split_observation(obs), batched=False)
+                action, logp, mean, tril = draw(policy, task.spec, batch, generator, std_scale)
+                obs, reward, term, trunc, _ = env.step(clip_actions(action, task.spec).numpy()[0])
+                steps.append((batch, action[0], logp[0], mean[0], tril[0], reward))
+                if term or trunc:
+                    break
+            out.append(Trajectory(inputs={"state": torch.cat([s[0]["state"] for s in steps])},
+                                  actions=torch.stack([s[1] for s in steps]), logp=torch.stack([s[2] for s in steps]),
+                                  mean=torch.stack([s[3] for s in steps]), tril=torch.stack([s[4] for s in steps]),
+                                  rewards=torch.tensor([s[5] for s in steps], dtype=torch.float32)))
+        return group_from_trajectories(out)
+    return sample
+
+
+def test_trajectories_of_different_lengths_pad_with_their_last_step_and_stay_out_of_the_sums():
+    from refine_core.learn.rl import Trajectory, group_from_trajectories
+
+    def traj(n, base):
+        return Trajectory(inputs={"state": torch.arange(n, dtype=torch.float32)[:, None] + base},
+                          actions=torch.full((n, 1), base), logp=torch.full((n,), -1.0), mean=torch.zeros(n, 1),
+                          tril=torch.ones(n, 1, 1), rewards=torch.ones(n))
+
+    group = group_from_trajectories([traj(3, 10.0), traj(1, 20.0)])
+    assert group.alive.tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert group.inputs["state"][1, :, 0].tolist() == [20.0, 20.0, 20.0], "the last state repeated"
+    assert group.rewards.tolist() == [[1, 1, 1], [1, 0, 0]] and group.returns.tolist() == [3.0, 1.0]
+    with pytest.raises(ValueError, match="two trajectories"):
+        group_from_trajectories([traj(3, 0.0)])
+
+
+def test_rl_learns_from_episodes_driven_one_at_a_time():
+    task = DriftTask()
+    policy = DriftPolicy()
+    before = mean_action_return(task, policy, range(10))
+    config = RLConfig(group_size=8, reset_budget=80, lr=0.05, window=5, select_every=5, target_kl=None)
+    report = train_rl(task, policy, config, progress=False, sampler=_one_at_a_time(task))
+    assert report.updates == 10 and report.resets == 80
+    assert mean_action_return(task, policy, range(10)) > before + 5 and report.accepted_update > 0
+
+
+def test_a_stop_ends_the_run_between_updates_with_the_kept_weights():
+    class StopAfter:
+        def __init__(self, n):
+            self.n, self.calls = n, 0
+
+        def is_set(self):
+            self.calls += 1
+            return self.calls > self.n
+
+    task, policy = DriftTask(), DriftPolicy(gain=-2.0)
+    start = policy.gain.item()
+    config = RLConfig(group_size=4, reset_budget=40, lr=0.5, window=5, select_every=1, target_kl=None)
+    report = train_rl(task, policy, config, progress=False, stop=StopAfter(5))
+    assert report.stopped and report.updates < config.total_updates and report.resets == 4 * report.updates
+    assert policy.gain.item() == start, "the optimum's weights were never beaten: they are what it holds"

@@ -40,6 +40,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -321,6 +322,8 @@ class RLReport:
     accepted_update: int | None = None
     """The last accepted checkpoint (0: RL's starting weights, never beaten by the margin)."""
     accepted_selection_metric: float | None = None
+    stopped: bool = False
+    """The run was stopped (cancelled) before its budget was spent."""
     departures: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
 
@@ -489,6 +492,65 @@ class Group:
         return self.rewards.sum(1)
 
 
+def draw(policy: nn.Module, spec, batch: dict[str, torch.Tensor], generator: torch.Generator,
+         std_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One sampling step of RL for a batch of states: (raw action, its log-probability, the
+    mean, the scaled Cholesky factor). Lockstep groups and episodes driven one at a time (a
+    robot's, `refine_ros.loop.rl_episodes`) sample through this one function."""
+    mean, tril, _info = policy_forward(policy, batch, spec)
+    tril = tril * std_scale
+    action = sample_actions(mean, tril, generator)
+    return action, action_distribution(mean, tril).log_prob(action), mean, tril
+
+
+@dataclass
+class Trajectory:
+    """One episode sampled for RL outside the lockstep group (a robot's, a sim node's over
+    DDS): per step its inputs, the raw sampled action, its log-probability, the sampling
+    Gaussian and the reward."""
+
+    inputs: dict[str, torch.Tensor]   # name -> (T, *shape)
+    actions: torch.Tensor             # (T, A)
+    logp: torch.Tensor                # (T,)
+    mean: torch.Tensor                # (T, A)
+    tril: torch.Tensor                # (T, A, A)
+    rewards: torch.Tensor             # (T,)
+
+    @property
+    def steps(self) -> int:
+        return int(self.actions.shape[0])
+
+
+def group_from_trajectories(trajectories: list[Trajectory]) -> Group:
+    """k trajectories of any lengths as one group, padded to the longest. A padded step repeats
+    the trajectory's last state and action (as a finished environment of a lockstep group keeps
+    its last observation), so the program never sees an input it did not see live; the alive
+    mask keeps every padded step out of the advantages, the surrogate and the KL."""
+    if len(trajectories) < 2 or any(t.steps < 1 for t in trajectories):
+        raise ValueError("a group needs at least two trajectories of at least one step each")
+    longest = max(t.steps for t in trajectories)
+
+    def pad(x: torch.Tensor, fill_last: bool = True) -> torch.Tensor:
+        missing = longest - x.shape[0]
+        if missing == 0:
+            return x
+        tail = x[-1:].expand(missing, *x.shape[1:]) if fill_last else torch.zeros(missing, *x.shape[1:],
+                                                                                  dtype=x.dtype)
+        return torch.cat([x, tail], 0)
+
+    names = trajectories[0].inputs.keys()
+    alive = torch.stack([pad(torch.ones(t.steps), fill_last=False) for t in trajectories])
+    return Group(
+        inputs={n: torch.stack([pad(t.inputs[n]) for t in trajectories]) for n in names},
+        actions=torch.stack([pad(t.actions) for t in trajectories]),
+        logp_old=torch.stack([pad(t.logp) for t in trajectories]),
+        rewards=torch.stack([pad(t.rewards.float(), fill_last=False) for t in trajectories]),
+        alive=alive,
+        mean_old=torch.stack([pad(t.mean) for t in trajectories]),
+        tril_old=torch.stack([pad(t.tril) for t in trajectories]),
+    )
+
+
 def sample_group(task: Task, policy: nn.Module, env_seed: int, k: int, generator: torch.Generator,
                  max_steps: int, std_scale: float = 1.0) -> Group:
     """k trajectories from the same initial condition, stepped in lockstep. Actions are drawn
@@ -502,10 +564,7 @@ def sample_group(task: Task, policy: nn.Module, env_seed: int, k: int, generator
     for _t in range(max_steps):
         parts = [task.split_observation(o) for o in obs]
         batch = to_batch(spec, {s.name: np.stack([p[s.name] for p in parts]) for s in spec.inputs})
-        mean, tril, _info = policy_forward(policy, batch, spec)
-        tril = tril * std_scale
-        action = sample_actions(mean, tril, generator)
-        logp = action_distribution(mean, tril).log_prob(action)
+        action, logp, mean, tril = draw(policy, spec, batch, generator, std_scale)
         executed = clip_actions(action, spec).numpy()
         rewards = np.zeros(k, dtype=np.float32)
         alive_now = running.copy()
@@ -632,10 +691,31 @@ def _optimiser(policy: nn.Module, config: RLConfig) -> torch.optim.Optimizer:
 
 
 # ---------------------------------------------------------------------------- training
+Sampler = Callable[[nn.Module, int, int, torch.Generator, int, float], Group]
+"""sampler(policy, env_seed, k, generator, max_steps, std_scale) -> a group of k trajectories
+from one initial condition (`sample_group` is the local, lockstep one)."""
+Scorer = Callable[[nn.Module, tuple[int, ...], str, int | None], dict]
+"""scorer(policy, seeds, mode, max_steps) -> {metric, return, per_seed} on the selection seeds
+(`selection_score` is the local one)."""
+
+
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
+
 def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = True, *,
              on_update: Callable[[dict], None] | None = None,
-             on_best: Callable[[dict], None] | None = None) -> RLReport:
+             on_best: Callable[[dict], None] | None = None,
+             sampler: Sampler | None = None, scorer: Scorer | None = None,
+             stop: Stop | None = None) -> RLReport:
     """Fine-tune `policy` in place with the windowed clipped policy gradient.
+
+    Where trajectories come from is a seam: by default `sample_group` steps k local
+    environments in lockstep and `selection_score` runs the selection episodes locally; the
+    ROS learner passes a `sampler` and a `scorer` that drive the episodes on a simulator node or
+    a robot one at a time (`refine_ros.loop.rl_episodes`). `stop` (anything with `is_set()`)
+    ends the run before the next update or selection; the policy then holds the weights
+    `config.checkpoint` names among those seen so far, and `RLReport.stopped` says so.
 
     Each update's record (a flat dict of numbers plus `params`, the change of every parameter)
     goes to `on_update` as soon as it exists, so a caller can store it while training runs
@@ -645,6 +725,9 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
     policy holds the weights `config.checkpoint` names.
     """
     started = time.perf_counter()
+    sampler = sampler or functools.partial(sample_group, task)
+    scorer = scorer or (lambda module, seeds, mode, cap: selection_score(task, module, seeds, cap, mode))
+    halted = stop or _Never()
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     optimiser = _optimiser(policy, config)
@@ -667,7 +750,7 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
 
     def select(update: int) -> dict:
         nonlocal best_state, accepted_state, accepted_scores, optimiser
-        score = selection_score(task, policy, seeds, config.max_steps, mode)
+        score = scorer(policy, seeds, mode, config.max_steps)
         report.selection_resets += len(seeds)
         entry = {"update": update, "resets": report.resets, **score, "restored": False}
         if update == 0:
@@ -695,11 +778,17 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
         select(0)
     bar = tqdm(range(1, total_updates + 1), desc=f"RL {task.spec.name}", unit="update", disable=not progress)
     for update in bar:
+        if halted.is_set():
+            report.stopped = True
+            break
         tick = time.perf_counter()
         # 1. a group of trajectories from one initial condition
         env_seed = config.first_env_seed + update - 1
         with torch.no_grad():
-            group = sample_group(task, policy, env_seed, config.group_size, generator, max_steps, config.std_scale)
+            group = sampler(policy, env_seed, config.group_size, generator, max_steps, config.std_scale)
+        if halted.is_set():  # stopped while the group was being sampled: do not learn from a part of it
+            report.stopped = True
+            break
         report.resets += config.group_size
         sampled_s = time.perf_counter() - tick
         # 2. reward-to-go and per-step normalised advantages over live trajectories
@@ -761,7 +850,8 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
             "params": parameter_changes(before, policy),
         }
         # 5. the deployed mode on the selection seeds, every few updates and after the last
-        if config.select_every and (update % config.select_every == 0 or update == total_updates):
+        if config.select_every and (update % config.select_every == 0 or update == total_updates) \
+                and not halted.is_set():
             entry = select(update)
             record["selection_metric"], record["selection_return"] = entry["metric"], entry["return"]
             record["selection_accepted"], record["selection_p"] = float(entry["accepted"]), entry["p_value"]
@@ -784,6 +874,11 @@ def train_rl(task: Task, policy: nn.Module, config: RLConfig, progress: bool = T
         report.checkpoint_update = report.updates
     report.wall_time_s = time.perf_counter() - started
     return report
+
+
+class _Never:
+    def is_set(self) -> bool:
+        return False
 
 
 def deployed_mode(task: Task) -> str:
