@@ -493,11 +493,15 @@ class Group:
 
 
 def draw(policy: nn.Module, spec, batch: dict[str, torch.Tensor], generator: torch.Generator,
-         std_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+         std_scale: float = 1.0, *, info: dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                       torch.Tensor]:
     """One sampling step of RL for a batch of states: (raw action, its log-probability, the
-    mean, the scaled Cholesky factor). Lockstep groups and episodes driven one at a time (a
-    robot's, `refine_ros.loop.rl_episodes`) sample through this one function."""
-    mean, tril, _info = policy_forward(policy, batch, spec)
+    mean, the scaled Cholesky factor); the program's info values land in `info` when given.
+    Lockstep groups and episodes driven one at a time (a robot's,
+    `refine_ros.loop.rl_episodes`) sample through this one function."""
+    mean, tril, extra = policy_forward(policy, batch, spec)
+    if info is not None:
+        info.update(extra)
     tril = tril * std_scale
     action = sample_actions(mean, tril, generator)
     return action, action_distribution(mean, tril).log_prob(action), mean, tril
