@@ -1,11 +1,13 @@
-"""The two seams between the method and the machine it runs on: how a program is fitted, and
-how a fitted policy's episodes are run. `loop.refine` only talks to these interfaces.
+"""The seams between the method and the machine it runs on: how a program is fitted, how a
+fitted policy's episodes are run, and where post-refinement RL samples its episodes.
+`loop.refine` only talks to these interfaces.
 
 Why seams: the method is the same whether everything happens in one process or across a ROS
 graph; what differs is *where* a program is fitted (here in the sandbox, or in the learner
 node) and *who* steps the simulator or the robot (here, or the sim / hardware nodes over DDS,
 with the rollout logger writing the steps). The local implementations below are the
-defaults; `refine_ros.loop.graph` implements the same two interfaces over DDS.
+defaults; `refine_ros.loop.graph` implements the same interfaces over DDS (RL there runs as the
+learner's `learner/run_rl` goal, on the sim node or the robot).
 """
 
 from __future__ import annotations
@@ -193,3 +195,39 @@ class LocalEpisodes:
             episodes=episodes, metrics=group_metrics(episodes),
             errors=[f"{ep.kind} seed {ep.seed}: {ep.error}" for ep in episodes if ep.error],
         )
+
+
+# ----------------------------------------------------------------------------- post-refinement RL
+@dataclass
+class PolishOutcome:
+    """RL's result: the weights it kept (`RLConfig.checkpoint`) and its report, or why not."""
+
+    bundle: PolicyBundle | None
+    report: dict = field(default_factory=dict)
+    """`learn.rl.RLReport.to_dict()`."""
+    error: str | None = None
+
+
+class Polisher(Protocol):
+    def polish(self, bundle: PolicyBundle, settings: dict, *, run_id: int, round: int,
+               on_update: Callable[[dict], None] | None = None) -> PolishOutcome:
+        """RL from the fitted `bundle` with `learn.rl.RLConfig(**settings)`; `on_update`
+        hears every update's record as it is made. Never raises for a policy that fails: the
+        outcome carries the error."""
+        ...
+
+
+@dataclass
+class LocalPolisher:
+    """RL in this process: `train_rl`'s lockstep groups of the task's Gymnasium env."""
+
+    task: Task
+    progress: bool = False
+
+    def polish(self, bundle: PolicyBundle, settings: dict, *, run_id: int, round: int,
+               on_update: Callable[[dict], None] | None = None) -> PolishOutcome:
+        from refine_core.learn.rl import RLConfig, train_rl
+
+        policy = bundle.build(self.task.spec)
+        report = train_rl(self.task, policy, RLConfig(**settings), progress=self.progress, on_update=on_update)
+        return PolishOutcome(PolicyBundle.from_module(bundle.source, policy), report.to_dict())

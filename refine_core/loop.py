@@ -41,6 +41,8 @@ from refine_core.backends import (
     Fitter,
     LocalEpisodes,
     LocalFitter,
+    LocalPolisher,
+    Polisher,
     Rollouts,
 )
 from refine_core.rollout.demo import (
@@ -190,6 +192,7 @@ class Run:
     config: RefineConfig
     fitter: Fitter
     episodes: EpisodeRunner
+    polisher: Polisher
     run_id: int
     demo: Demonstration
     calls: list[dict] = field(default_factory=list)
@@ -223,7 +226,7 @@ class Run:
 
 def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig | None = None, *,
            fitter: Fitter | None = None, episodes: EpisodeRunner | None = None,
-           resume: bool = False, on_round: Callable[[RoundRecord], None] | None = None,
+           polisher: Polisher | None = None, resume: bool = False, on_round: Callable[[RoundRecord], None] | None = None,
            start: StartProgram | None = None) -> RefineResult:
     """Run (or resume) the refinement method on `task` and return its rounds and best round.
     `on_round` hears about every committed round (progress bars, the ROS status topic);
@@ -240,6 +243,7 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
                                     config.fit_validation_s),
               episodes or LocalEpisodes(task, config.action_mode, config.workers, config.max_steps,
                                         config.expert_labels, progress=None if config.verbose else False),
+              polisher or LocalPolisher(task, progress=config.verbose),
               run_id, demonstration(db, run_id, task, config))
     state = records.resume_state(db, run_id, higher)
     result = RefineResult(run_id, list(state.rounds), state.best)
@@ -450,18 +454,24 @@ def polish_with_rl(run: Run, best: RoundRecord, index: int) -> RoundRecord:
     """RL on the best round's fitted parameters (structure unchanged), evaluated like a round
     and committed as one (decision 'rl'), so choosing between it and the IL fit uses the same
     selection rule."""
-    from refine_core.learn.rl import RLConfig, train_rl
+    from refine_core.learn.rl import RLReport
     from refine_core.policy.bundle import PolicyBundle
 
     spec, config = run.task.spec, run.config
     run.seconds = {}
     bundle = PolicyBundle(best.program, run.db.round_weights(run.run_id, best.round))
-    policy = bundle.build(spec)
     with run.timed("rl"):  # every update's record lands as it is made (a killed RL keeps them)
-        report = train_rl(run.task, policy, RLConfig(**{"reset_budget": config.rl_resets, **config.rl}),
-                          progress=config.verbose,
-                          on_update=lambda record: run.db.log_rl_update(run.run_id, index, record))
-    tuned = PolicyBundle.from_module(best.program, policy)
+        outcome = run.polisher.polish(bundle, {"reset_budget": config.rl_resets, **config.rl}, run_id=run.run_id,
+                                      round=index, on_update=lambda record: run.db.log_rl_update(run.run_id, index,
+                                                                                                 record))
+    if outcome.bundle is None:  # RL could not run (e.g. a robot that measures no reward): a failed round, said
+        record = RoundRecord(run.run_id, index, "failed", best.program,
+                             fit_report={"rl": outcome.report, "from_round": best.round}, decision="rl",
+                             error=f"RL on round {best.round}'s parameters: {outcome.error}", timings=dict(run.seconds))
+        records.commit_round(run.db, record, run.take_calls())
+        run.say(record.error)
+        return record
+    tuned, report = outcome.bundle, RLReport(**outcome.report)
     plan = episode_plan(spec, diagnostic=0, selection=config.selection_episodes, evaluation=config.eval_episodes)
     with run.timed("rollout"):
         rollouts = run.episodes.run(tuned, plan, run_id=run.run_id, round=index)

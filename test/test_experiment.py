@@ -32,6 +32,10 @@ def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     assert "| analyst calls | resets (published count) | extra resets |" in table
     assert "| mean action (primary): return (mean ± std) | success | sampled | success | RL weights |" in table
     assert "final: update 2/2" in table and "window 10 (published 150)" in table
+    assert "[RL: ours]" in table and "[RL: published settings]" in table and "accepted: " in table
+    assert "RL rows [published settings]: group_size 2 (published 20); window 10 (published 150)" in table
+    assert "RL rows [ours]: " in table and "trust region: per-step KL" in table
+    assert "Deployed mode (what a robot runs" in table and "| vs own IL, deployed mode |" in table
     assert "best on the selection seeds" not in table, "the published rule only, unless asked"
     assert "no departures" not in table.lower() and "one person's episode" in table
     assert "**departs**: demonstration: one episode of our scripted expert" in table and "seed 0 " in table
@@ -60,9 +64,10 @@ def test_ray_jobs_reproduce_the_local_numbers(tmp_path):
     pd.testing.assert_frame_equal(local[cols], on_ray[cols])
 
 
-def test_rl_settings_are_rlconfig_fields_and_the_mlp_keeps_the_published_step_by_default():
+def test_rl_rows_under_each_preset_spell_out_their_settings():
     from refine_core.cli import build_parser
     from refine_core.experiment.runner import ExperimentOptions, ExperimentSetupError, rl_config
+    from refine_core.learn.rl import PUBLISHED, RLConfig
 
     def parse_rl_settings(items: list[str]) -> dict:
         argv = ["experiment", "--task", "car_racing", *(a for item in items for a in ("--rl-set", item))]
@@ -74,27 +79,57 @@ def test_rl_settings_are_rlconfig_fields_and_the_mlp_keeps_the_published_step_by
     with pytest.raises(ValueError, match="not a RLConfig field"):
         parse_rl_settings(["learning_rate=0.1"])
     opts = ExperimentOptions(task="car_racing", rl={"std_scale": 0.5})
-    mlp = rl_config(mlp_program, 400, opts)
-    assert "lr" not in mlp and mlp["std_scale"] == 0.5 and mlp["reset_budget"] == 400
-    assert mlp["checkpoint"] == "final" and "select_every" not in mlp, "the published rule: no selection resets"
+    ours = rl_config(mlp_program, 400, opts)
+    assert ours["lr"] == RLConfig().lr and ours["std_scale"] == 0.5 and ours["reset_budget"] == 400
+    assert ours["checkpoint"] == "accepted" and ours["target_kl"] == RLConfig().target_kl and ours["select_every"] > 0
+    published = rl_config(mlp_program, 400, opts, "published")
+    assert {k: published[k] for k in PUBLISHED} == PUBLISHED, "--rl-set changes our rows only"
+    assert (published["checkpoint"], published["select_every"], published["target_kl"]) == ("final", 0, None)
+    assert RLConfig(**published).preset_name() == "published" and RLConfig(**ours).preset_name() == "custom"
     opts.mlp_rl_lr = 3e-4
     assert rl_config(mlp_program, 400, opts)["lr"] == 3e-4
-    assert "lr" not in rl_config(refined, 400, opts)
+    assert rl_config(mlp_program, 400, opts, "published")["lr"] == 0.007
+    assert rl_config(refined, 400, opts)["lr"] == RLConfig().lr
     assert rl_config(refined, 0, opts) is None
     with pytest.raises(ExperimentSetupError, match="std_scale"):
         rl_config(refined, 400, ExperimentOptions(task="car_racing", rl={"std_scale": 0}))
     with pytest.raises(ExperimentSetupError, match="--best-checkpoint"):
         rl_config(refined, 400, ExperimentOptions(task="car_racing", rl={"checkpoint": "best"}))
-    best = rl_config(refined, 400, ExperimentOptions(task="car_racing", best_checkpoint=True))
+    best = rl_config(refined, 400, ExperimentOptions(task="car_racing", best_checkpoint=True), "published")
     assert best["checkpoint"] == "final" and best["select_every"] == 5
 
 
-def test_conditions_pair_every_rl_row_with_its_best_checkpoint_twin_only_when_asked():
+def test_conditions_under_each_preset_and_best_twins_of_the_published_rows_only_when_asked():
     names = [c.name for c in conditions(PROGRAMS[1:2], 400, 2000, best=True)]
-    assert names == ["starter_il", "starter_rl_low", "starter_rl_low_best", "starter_rl_high", "starter_rl_high_best"]
-    twin = conditions(PROGRAMS[2:], 400, 2000, best=True)[2]
+    assert names == ["starter_il", "starter_rl_low", "starter_rl_high", "starter_rl_low_published",
+                     "starter_rl_low_published_best", "starter_rl_high_published", "starter_rl_high_published_best"]
+    rows = {c.name: c for c in conditions(PROGRAMS[2:], 400, 2000, best=True)}
+    twin = rows["refined_rl_low_published_best"]
     assert twin.checkpoint == "best" and twin.published_key is None and "best checkpoint" in twin.label
-    assert conditions(PROGRAMS[2:], 400, 2000)[1].published_key == ("refined", "rl_low")
+    assert rows["refined_rl_low_published"].published_key == ("refined", "rl_low")
+    assert "[RL: published settings]" in rows["refined_rl_low_published"].label
+    ours = rows["refined_rl_low"]
+    assert ours.published_key is None and "[RL: ours]" in ours.label and ours.checkpoint == "accepted"
+    assert ours.il_condition == "refined_il" and rows["refined_il"].published_key == ("refined", "il")
+
+
+def test_an_rl_row_is_compared_with_its_own_il_row_seed_by_seed():
+    from refine_core.experiment.outputs import paired_against_il, verdict
+
+    il, rl = conditions(PROGRAMS[2:], 400, 2000)[:2]
+    seeds = range(1000, 1005)
+    base = [900.0, 910.0, 905.0, 100.0, 920.0]
+    worse = [880.0, 895.0, 890.0, 90.0, 900.0]  # worse on every track
+    episodes = pd.DataFrame([{"condition": il.name, "seed": s, "mean_action_metric": v} for s, v in zip(seeds, base, strict=True)]
+                            + [{"condition": rl.name, "seed": s, "mean_action_metric": v} for s, v in zip(seeds, worse, strict=True)])
+    out = paired_against_il(episodes, rl, "mean_action_metric", True)
+    assert out["vs_il_delta"] == pytest.approx(-16.0) and out["vs_il_p_worse"] < 0.01 and out["vs_il_p_better"] > 0.99
+    assert verdict(out).startswith("worse (-16")
+    # lower is better (the door): the same numbers say RL is better
+    assert verdict(paired_against_il(episodes, rl, "mean_action_metric", False)).startswith("better")
+    same = episodes.assign(mean_action_metric=base * 2)
+    assert verdict(paired_against_il(same, rl, "mean_action_metric", True)).startswith("no difference")
+    assert paired_against_il(episodes, il, "mean_action_metric", True) == {}
 
 
 @pytest.mark.slow
@@ -146,13 +181,17 @@ def test_the_comparison_takes_its_structured_rows_from_a_committed_llm_run(tmp_p
     assert rows[llm][1] == "LLM fake-model-7" and rows[llm][2] == "1" and rows[llm][3] == "0"
     refined = rows["refined structure [LLM run car_racing/run1] + IL"]
     assert refined[2] == str(recorded["totals"]["calls"]) and refined[3] == str(recorded["totals"]["resets"]["diagnostic"])
-    assert refined[4] == str(recorded["totals"]["resets"]["selection"]) and refined[-1] == "882.0 ± 29.3"
+    assert refined[4] == str(recorded["totals"]["resets"]["selection"]) and refined[-2] == "882.0 ± 29.3"
     assert "refined structure [offline catalogue] + IL" in rows, "the offline catalogue keeps rows of its own"
-    final = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets"]
-    best = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets, best checkpoint"]
-    assert final[-2].startswith("final") and best[-2].startswith("best on the selection seeds")
+    final = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets [RL: published settings]"]
+    best = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets [RL: published settings], "
+                "best checkpoint"]
+    ours = rows["refined structure [LLM run car_racing/run1] + RL, 2 more resets [RL: ours]"]
+    assert final[-3].startswith("final") and best[-3].startswith("best on the selection seeds")
+    assert ours[-3].startswith("accepted: ") and ours[-2] == "-", "our rows stand beside no published figure"
     assert int(best[4].replace(",", "")) > int(final[4].replace(",", "")), "the best rule's selection resets are counted"
-    assert best[-1] == "-", "published figures stand beside the published rule only"
+    assert int(ours[4].replace(",", "")) > int(final[4].replace(",", "")), "so are the acceptance rule's"
+    assert best[-2] == "-", "published figures stand beside the published rule only"
     assert "fake-model-7 (the published runs used GPT-5-mini)" in table and "task description" in table
     assert "best checkpoint by the mean action on 2 selection seeds" in table
     assert (folder / "program_llm_refined.py").read_text() == recorded["programs"][
@@ -232,3 +271,36 @@ def test_a_run_from_a_given_program_has_a_start_row_standing_for_no_published_fi
     from refine_core.tasks.car_racing.published import RESULTS as PUBLISHED_CAR
 
     assert all(PUBLISHED_CAR.get(c.published_key) is None for c in conditions([start], 400, 2000))
+
+
+def test_an_earlier_row_is_reused_only_with_the_same_program_settings_and_il_row(tmp_path):
+    from refine_core.experiment import reuse
+    from refine_core.experiment.runner import ExperimentOptions, rl_config
+
+    refined = PROGRAMS[2]
+    config = rl_config(refined, 400, ExperimentOptions(task="car_racing"), "published")
+    il = pd.DataFrame({"seed": [1000, 1001], "metric": [900.0, 880.0], "mean_action_metric": [910.0, 905.0],
+                       "return": [900.0, 880.0], "mean_action_return": [910.0, 905.0]})
+    rl = il.assign(metric=[800.0, 700.0])
+    folder = tmp_path / "earlier"
+    folder.mkdir()
+    pd.concat([il.assign(condition="refined_il"), rl.assign(condition="refined_rl_low")]).to_csv(
+        folder / "episodes.csv", index=False)
+    older = {k: v for k, v in config.items() if k not in ("target_kl", "kl_backtracks", "selection_mode",
+                                                           "accept_alpha")}  # a record from before the trust region
+    (folder / "summary.json").write_text(json.dumps({"rl": {"refined_rl_low": {
+        "checkpoint": "final", "updates": 20, "resets": 400, "config": {**older, "select_every": 5}}}}))
+    pd.DataFrame([{"condition": "refined_rl_low", "update": 1, "return_mean": 1.0, "params": "{}"}]).to_csv(
+        folder / "rl_updates.csv", index=False)
+    (folder / "program_refined.py").write_text("SOURCE")
+    earlier = reuse.load(folder)
+    assert reuse.find(earlier, "refined", "SOURCE", il, config) == "refined_rl_low", "selection fields do not matter"
+    assert reuse.find(earlier, "refined", "OTHER SOURCE", il, config) is None
+    assert reuse.find(earlier, "refined", "SOURCE", il.assign(metric=[900.0, 880.5]), config) is None, \
+        "an IL row that does not reproduce pins nothing"
+    assert reuse.find(earlier, "refined", "SOURCE", il, {**config, "lr": 0.001}) is None
+    ours = rl_config(refined, 400, ExperimentOptions(task="car_racing"))
+    assert reuse.find(earlier, "refined", "SOURCE", il, ours) is None, "our rows are never reused"
+    job = reuse.reused_job(earlier, "refined_rl_low", {"il": 1})
+    assert job["rl"]["curve"][0]["return_mean"] == 1.0 and job["reused_from"].endswith("refined_rl_low")
+    assert [r["metric"] for r in reuse.reused_episodes(earlier, "refined_rl_low")] == [800.0, 700.0]

@@ -139,14 +139,15 @@ def test_parameter_changes_record_every_parameter():
     assert out["bias"]["value"] == pytest.approx(net.bias.tolist())
 
 
-def test_defaults_are_the_published_method_and_departures_are_named():
-    config = RLConfig()
+def test_the_published_preset_is_the_published_method_and_departures_are_named():
+    config = RLConfig.preset("published")
     assert {k: getattr(config, k) for k in PUBLISHED} == {
         "group_size": 20, "gamma": 0.98, "window": 150, "clip_eps": 0.2, "entropy_coef": 0.01,
         "lr": 0.007, "epochs": 3}
     assert config.max_grad_norm is None and config.param_lr == {} and config.window_direction == "forward"
     assert config.departures() == []
-    named = RLConfig(lr=3e-4, max_grad_norm=1.0, param_lr={"log_std": 0.0}, window_mean=True).departures()
+    named = RLConfig.preset("published", lr=3e-4, max_grad_norm=1.0, param_lr={"log_std": 0.0},
+                            window_mean=True).departures()
     assert len(named) == 4 and "lr 0.0003 (published 0.007)" in named
     assert config_from_dict({**RLConfig(lr=0.01).__dict__, "unknown": 1}).lr == 0.01
 
@@ -156,7 +157,7 @@ def test_a_few_updates_raise_the_return_and_every_update_is_recorded():
     task, policy = DriftTask(), DriftPolicy()
     before = mean_action_return(task, policy, range(10))
     seen = []
-    config = RLConfig(group_size=8, reset_budget=80, lr=0.05, window=5, select_every=5, checkpoint="final")
+    config = RLConfig.preset("published", group_size=8, reset_budget=80, lr=0.05, window=5, select_every=5)
     report = train_rl(task, policy, config, progress=False, on_update=seen.append)
     after = mean_action_return(task, policy, range(10))
     assert report.resets == 80 and report.updates == 10
@@ -178,7 +179,8 @@ def test_best_checkpoint_keeps_the_best_selection_weights():
     # A policy that already pushes the right way, trained with a step so large that updates
     # overshoot: the best checkpoint must hold the weights of the best selection score.
     task, policy = DriftTask(), DriftPolicy(gain=-0.8)
-    config = RLConfig(group_size=4, reset_budget=40, lr=0.5, window=5, select_every=2, checkpoint="best")
+    config = RLConfig.preset("published", group_size=4, reset_budget=40, lr=0.5, window=5, select_every=2,
+                             checkpoint="best")
     report = train_rl(task, policy, config, progress=False)
     scores = {s["update"]: s["metric"] for s in report.selection}
     assert report.best_selection_metric == max(scores.values())
@@ -190,23 +192,25 @@ def test_best_checkpoint_keeps_the_best_selection_weights():
 
 def test_selection_on_evaluation_seeds_is_refused():
     with pytest.raises(ValueError, match="evaluation seeds"):
-        train_rl(DriftTask(), DriftPolicy(), RLConfig(group_size=2, reset_budget=2, selection_seeds=(1000,)),
-                 progress=False)
+        train_rl(DriftTask(), DriftPolicy(), RLConfig(group_size=2, reset_budget=2, select_every=1,
+                                                      selection_seeds=(1000,)), progress=False)
 
 
-def test_the_published_rule_is_the_default_and_selection_never_changes_the_final_weights():
-    """Final weights and exactly the reset budget by default; the best checkpoint is a named
-    departure. Selection evaluations run the mean action on their own seeds, so training with
-    them gives bit-identical final weights: one run can report both rules honestly."""
-    assert (RLConfig().checkpoint, RLConfig().select_every, RLConfig().departures()) == ("final", 0, [])
-    best = RLConfig(select_every=5, checkpoint="best")
+def test_the_published_rule_keeps_the_final_weights_and_selection_never_changes_them():
+    """Under the published preset: final weights and exactly the reset budget; the best
+    checkpoint is a named departure. Selection evaluations run on their own seeds, so training
+    with them gives bit-identical final weights: one run can report both rules honestly."""
+    published = RLConfig.preset("published")
+    assert (published.checkpoint, published.select_every, published.departures()) == ("final", 0, [])
+    best = RLConfig.preset("published", select_every=5, checkpoint="best", selection_mode="mean")
     assert best.departures() == ["best checkpoint by the mean action on 10 selection seeds every 5 updates "
                                  "(extra resets)"]
     plain, watched = DriftPolicy(gain=-0.8), DriftPolicy(gain=-0.8)
     config = dict(group_size=4, reset_budget=40, lr=0.5, window=5)
-    quiet = train_rl(DriftTask(), plain, RLConfig(**config), progress=False)
+    quiet = train_rl(DriftTask(), plain, RLConfig.preset("published", **config), progress=False)
     kept = []
-    seen = train_rl(DriftTask(), watched, RLConfig(**config, select_every=2), progress=False, on_best=kept.append)
+    seen = train_rl(DriftTask(), watched, RLConfig.preset("published", **config, select_every=2), progress=False,
+                    on_best=kept.append)
     assert quiet.selection_resets == 0 and quiet.resets == 40 and not quiet.selection
     assert seen.selection_resets == 6 * 10 and seen.resets == 40
     assert plain.gain.item() == watched.gain.item() and plain.log_std.tolist() == watched.log_std.tolist()

@@ -44,7 +44,7 @@ def test_update_records_round_trip_and_replace(db):
 
 def test_train_rl_records_stream_into_the_database_and_the_report_plots_them(db, run_dir):
     run = db.create_run("car_racing")  # the report reads the task's metric name from its spec
-    config = RLConfig(group_size=4, reset_budget=12, lr=0.05, window=5, select_every=1)
+    config = RLConfig(group_size=4, reset_budget=12, lr=0.05, window=5, select_every=1)  # ours: accepted checkpoint
     report = train_rl(DriftTask(), DriftPolicy(), config, progress=False,
                       on_update=lambda r: db.log_rl_update(run, 0, r, label="post-refinement"))
     stored = db.rl_updates(run, round=0)

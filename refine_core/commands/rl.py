@@ -18,11 +18,12 @@ HELP = 'one instrumented RL run of a program after IL (docs/RL.md)'
 
 def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.flags import add_flags
-    from refine_core.learn.rl import RLConfig
+    from refine_core.learn.rl import PRESETS, RLConfig
 
     p = sub.add_parser("rl", help=HELP,
                        description="Record the demonstration, fit PROGRAM by IL, run RL from the IL weights printing "
-                                   "every update, and evaluate the IL, final and best weights on the evaluation seeds.")
+                                   "every update, and evaluate the IL, final and kept (accepted or best) weights on "
+                                   "the evaluation seeds.")
     p.add_argument("--task", default="car_racing", help="task name (see `refine tasks`)")
     p.add_argument("--program", help="'mlp', 'starter' or a program file")
     p.add_argument("--eval-seeds", type=int, default=10, help="evaluation seeds at the end (0: none)")
@@ -36,7 +37,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="instead of running: plot the selection curves of earlier --out files into --figure")
     p.add_argument("--figure", type=Path, default=None)
     p.add_argument("--param", default="v_straight", help="with --compare: the parameter drawn beside")
-    add_flags(p.add_argument_group("RL (refine_core.learn.rl.RLConfig; the published method unless set)"), RLConfig,
+    p.add_argument("--rl-preset", default="ours", choices=tuple(PRESETS),
+                   help="named RL settings the flags below change: 'ours' (the product default: smaller step, trust "
+                        "region, accepted checkpoint in the deployed mode) or 'published' (METHOD.md exactly) "
+                        "(default: ours)")
+    add_flags(p.add_argument_group("RL (refine_core.learn.rl.RLConfig; each flag overrides the preset)"), RLConfig,
               aliases=RL_ALIASES)
     return p
 
@@ -55,7 +60,7 @@ def run(args) -> int:
         raise UserError("--program is required unless --compare is given")
     task = task_or_error(args.task)
     try:
-        config = RLConfig(**given(args, RLConfig))
+        config = RLConfig.preset(args.rl_preset, **given(args, RLConfig))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     result = run_study(task.spec.name, args.program, config, eval_seeds=args.eval_seeds, perturb=args.perturb,

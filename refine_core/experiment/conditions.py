@@ -1,9 +1,12 @@
 """The programs and conditions of the published comparison, as data.
 
 A condition is one program trained one way: IL on the demonstration, then optionally RL at
-the low or high reset budget. RL rows follow the published rule (the final weights, exactly
-the reset budget); with the best-checkpoint option each RL row gets a twin holding the best
-weights on the selection seeds from the same training run, whose extra resets are counted.
+the low or high reset budget under a named RL preset (`learn.rl.PRESETS`): "ours", the
+product's RL (trust region, checkpoints accepted in the deployed mode by a margin), and
+"published", METHOD.md's settings and rule (the final weights, exactly the reset budget),
+which alone stand beside the published figures. With the best-checkpoint option each
+published-preset RL row gets a twin holding the best weights on the selection seeds from the
+same training run, whose extra resets are counted.
 Programs come in three roles (MLP, zero-shot structure, refined structure) and from named
 sources (a committed LLM run, the offline catalogue), and every row says which.
 """
@@ -49,25 +52,46 @@ class Condition:
     role: str = ""
     training: str = "il"
     """il, rl_low or rl_high."""
+    preset: str = ""
+    """The RL preset of an RL row ("ours" or "published"); "" for IL rows."""
 
     @property
     def published_key(self) -> tuple[str, str] | None:
-        """The published row this condition stands for (only under the published RL rule)."""
-        return (self.role, self.training) if self.checkpoint == "final" else None
+        """The published row this condition stands for: IL rows, and RL rows under the
+        published settings and rule."""
+        if self.training == "il":
+            return (self.role, self.training)
+        return (self.role, self.training) if self.checkpoint == "final" and self.preset == "published" else None
+
+    @property
+    def il_condition(self) -> str:
+        """The IL row of the same program (what RL started from)."""
+        return f"{self.program}_il"
 
 
-def conditions(programs: list[Program], low: int, high: int, *, best: bool = False) -> list[Condition]:
-    """Every program x (IL, RL low, RL high), plus best-checkpoint twins of the RL rows."""
+PRESET_LABELS = {"ours": "ours", "published": "published settings"}
+"""How a row's label names its RL preset."""
+PRESET_SUFFIX = {"ours": "", "published": "_published"}
+"""Condition-name suffix of each preset's RL rows (ours, the product default, has none)."""
+
+
+def conditions(programs: list[Program], low: int, high: int, *, best: bool = False,
+               presets: tuple[str, ...] = ("ours", "published")) -> list[Condition]:
+    """Every program x (IL, then RL low and RL high under each preset), plus best-checkpoint
+    twins of the published-preset RL rows."""
     out = []
     for p in programs:
         more = "more " if p.role == "refined" else ""
         out.append(Condition(f"{p.key}_il", p.key, 0, label=f"{p.label} + IL", role=p.role))
-        for training, budget in (("rl_low", low), ("rl_high", high)):
-            base = f"{p.label} + RL, {budget:,} {more}resets"
-            out.append(Condition(f"{p.key}_{training}", p.key, budget, label=base, role=p.role, training=training))
-            if best:
-                out.append(Condition(f"{p.key}_{training}_best", p.key, budget, "best", label=f"{base}, best checkpoint",
-                                     role=p.role, training=training))
+        for preset in presets:
+            for training, budget in (("rl_low", low), ("rl_high", high)):
+                base = f"{p.label} + RL, {budget:,} {more}resets [RL: {PRESET_LABELS[preset]}]"
+                name = f"{p.key}_{training}{PRESET_SUFFIX[preset]}"
+                out.append(Condition(name, p.key, budget, label=base, role=p.role, training=training, preset=preset,
+                                     checkpoint="accepted" if preset == "ours" else "final"))
+                if best and preset == "published":
+                    out.append(Condition(f"{name}_best", p.key, budget, "best", label=f"{base}, best checkpoint",
+                                         role=p.role, training=training, preset=preset))
     return out
 
 
@@ -83,9 +107,16 @@ def key_comparisons(names: set[str]) -> list[tuple[str, str]]:
                 ("mlp_rl_high", f"{refined}_il"), (f"{refined}_rl_low", f"{refined}_il"),
                 (f"{refined}_rl_high", f"{refined}_rl_low"), (f"{zero}_rl_high", f"{zero}_il")]
     out.append(("mlp_rl_high", "mlp_il"))
+    out += [(rl_name(a, suffix), rl_name(b, suffix)) for a, b in list(out) for suffix in PRESET_SUFFIX.values()
+            if suffix]
     seen, kept = set(), []
     for a, b in out:
         if a in names and b in names and (a, b) not in seen:
             seen.add((a, b))
             kept.append((a, b))
     return kept
+
+
+def rl_name(name: str, suffix: str) -> str:
+    """A condition name with an RL preset's suffix (IL rows have none)."""
+    return name if name.endswith("_il") else name + suffix

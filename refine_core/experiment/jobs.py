@@ -4,6 +4,7 @@ npz bytes, dicts), so the same call runs in a local process or as a Ray task."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 
@@ -51,7 +52,8 @@ def train_job(task_name: str, source: str, demo_npz: bytes, il: dict, rl: dict |
         kept.load_state_dict(best["state"])
         out["best_bundle"] = PolicyBundle.from_module(source, kept).to_npz_bytes()
         out["rl_best"] = {**out["rl"], "checkpoint": "best", "checkpoint_update": int(rl_report.best_update),
-                          "departures": [*rl_report.departures, best_checkpoint_departure(config)]}
+                          "departures": [*rl_report.departures,
+                                         best_checkpoint_departure(replace(config, selection_mode=rl_report.selection_mode))]}
     return out
 
 

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from refine_core.experiment.conditions import (  # noqa: E402
+    PRESET_LABELS,
     PUBLISHED_MODEL,
     Condition,
     Program,
@@ -33,19 +34,59 @@ def published(spec, name: str, default=None):
     return getattr(task_part(spec.name, PUBLISHED_PART), name, default)
 
 
+def mode_column(mode: str, name: str = "metric") -> str:
+    """The episodes column of `name` measured in an action mode ("mean" or "sample")."""
+    return f"mean_action_{name}" if mode == "mean" else name
+
+
+def paired_against_il(episodes: pd.DataFrame, cond: Condition, column: str, higher_is_better: bool) -> dict:
+    """An RL row against its own IL row, seed by seed on the evaluation seeds: the mean
+    difference (positive = better) and one-sided paired t-test p-values for "RL is worse" and
+    "RL is better" (1.0 when the two rows are identical on every seed)."""
+    if not cond.rl_resets:
+        return {}
+    rl = episodes[episodes["condition"] == cond.name].set_index("seed")[column]
+    il = episodes[episodes["condition"] == cond.il_condition].set_index("seed")[column]
+    both = pd.concat([rl.rename("rl"), il.rename("il")], axis=1, join="inner").dropna()
+    d = (both["rl"] - both["il"]).to_numpy(dtype=float) * (1 if higher_is_better else -1)
+    if len(d) < 2:
+        return {"vs_il_delta": np.nan, "vs_il_p_worse": np.nan, "vs_il_p_better": np.nan}
+    sd = float(np.std(d, ddof=1))
+    if sd == 0.0:
+        worse, better = (1.0, 1.0) if d.mean() == 0 else ((0.0, 1.0) if d.mean() < 0 else (1.0, 0.0))
+    else:
+        t = float(d.mean() / (sd / np.sqrt(len(d))))
+        worse, better = float(stats.t.cdf(t, len(d) - 1)), float(stats.t.sf(t, len(d) - 1))
+    return {"vs_il_delta": float(d.mean()) * (1 if higher_is_better else -1), "vs_il_p_worse": worse,
+            "vs_il_p_better": better}
+
+
+def verdict(row, alpha: float = 0.05) -> str:
+    """An RL row against its own IL row in the deployed mode, in words."""
+    if row.get("vs_il_p_worse") is None or row["vs_il_p_worse"] != row["vs_il_p_worse"]:
+        return "-"
+    word = "worse" if row["vs_il_p_worse"] < alpha else "better" if row["vs_il_p_better"] < alpha else "no difference"
+    return (f"{word} ({row['vs_il_delta']:+.3g}; p worse {row['vs_il_p_worse']:.2g}, "
+            f"p better {row['vs_il_p_better']:.2g})")
+
+
 def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict],
-              programs: dict[str, Program]) -> pd.DataFrame:
+              programs: dict[str, Program], spec=None) -> pd.DataFrame:
     """One row per condition. Resets as the published table counts them (the refinement's
     diagnostic episodes plus RL's training resets) apart from the extra ones this protocol
-    spends (the refinement's selection episodes, and RL's selection evaluations for
-    best-checkpoint rows); evaluation episodes are only reported and never counted."""
+    spends (the refinement's selection episodes, and RL's selection evaluations for rows
+    whose weights they chose: best and accepted checkpoints); evaluation episodes are only
+    reported and never counted. Each RL row is compared with its own IL row, seed by seed, in
+    the task's deployed mode (`spec.deployed_mode`)."""
     rows = []
+    deployed = getattr(spec, "deployed_mode", "mean")
+    higher = spec.metric.higher_is_better if spec is not None else True
     for cond, t in zip(conds, trained, strict=True):
         ep = episodes[episodes["condition"] == cond.name]
         metric = ep["metric"].to_numpy(dtype=float)
         program = programs[cond.program]
         rl = t.get("rl") or {}
-        rl_selection = int(rl.get("selection_resets", 0)) if cond.checkpoint == "best" else 0
+        rl_selection = int(rl.get("selection_resets", 0)) if cond.checkpoint in ("best", "accepted") else 0
         rows.append({
             "condition": cond.name, "label": cond.label, "analyst": program.analyst, "analyst_calls": program.calls,
             "published_resets": program.resets.get("diagnostic", 0) + cond.rl_resets,
@@ -58,6 +99,8 @@ def summarise(conds: list[Condition], episodes: pd.DataFrame, trained: list[dict
             "metric_mean": float(np.nanmean(metric)), "metric_std": float(np.nanstd(metric)),
             "success_rate": float(ep["success"].mean()),
             "rl_checkpoint": rl_checkpoint_text(rl), "rl_departures": "; ".join(rl.get("departures") or []),
+            "rl_preset": cond.preset, "deployed_mode": deployed, "reused_from": t.get("reused_from") or "",
+            **paired_against_il(episodes, cond, mode_column(deployed), higher),
             "published_key": "/".join(cond.published_key) if cond.published_key else "",
             "episodes": len(ep), "errors": int(ep["error"].notna().sum()) if "error" in ep else 0,
         })
@@ -178,10 +221,22 @@ def protocol_items(summary: pd.DataFrame, spec, opts, refinements) -> list[tuple
         if selection:
             items.append((True, f"{where}'s best round was chosen on {selection} selection episode"
                                 f"{'s' if selection != 1 else ''} per round (counted under 'extra resets')"))
-    rl = sorted({d for text in summary["rl_departures"] for d in text.split("; ") if d})
-    items += [(True, f"RL: {d}") for d in rl]
+    presets = summary["rl_preset"] if "rl_preset" in summary else pd.Series([""] * len(summary))
+    for preset in dict.fromkeys(p for p in presets if p):
+        texts = summary.loc[presets == preset, "rl_departures"]
+        named = sorted({d for text in texts for d in text.split("; ") if d})
+        label = PRESET_LABELS.get(preset, preset)
+        items.append((bool(named), f"RL rows [{label}]: "
+                      + ("; ".join(named) if named else "METHOD.md's settings and rule")))
+    legacy = summary.loc[presets == "", "rl_departures"] if "rl_preset" in summary else summary["rl_departures"]
+    items += [(True, f"RL: {d}") for d in sorted({d for text in legacy for d in text.split("; ") if d})]
     if published(spec, "RL"):
         items.append((True, f"RL {published(spec, 'RL')}"))
+    if "reused_from" in summary and summary["reused_from"].astype(bool).any():
+        taken = summary[summary["reused_from"].astype(bool)]
+        items.append((False, "not trained again, taken from an earlier folder with the same program, RL settings and "
+                             "IL row (reproduced here seed for seed): " + "; ".join(
+                                 f"{r.condition} <- {r.reused_from}" for r in taken.itertuples())))
     if opts.scale != 1.0:
         items.append((True, f"RL budgets {opts.low_resets:,} / {opts.high_resets:,}, scaled x{opts.scale:g} from the "
                             "published 400 / 2,000"))
@@ -197,6 +252,7 @@ def protocol_departures(summary: pd.DataFrame, spec, opts, refinements) -> list[
 
 def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
     figures = published(spec, "RESULTS", {})
+    deployed = getattr(spec, "deployed_mode", "mean")
     items = protocol_items(summary, spec, opts, refinements)
     analysts = sorted({a for a in summary["analyst"] if a != "-"})
     mode = primary_mode(spec)
@@ -217,9 +273,17 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
             f"Primary column: {MODE_WORDS[mode]} ({COLUMN_WORDS[mode]}), the mode the authors verified the published "
             f"{spec.name} figures in; beside it, {MODE_WORDS[other]} ({COLUMN_WORDS[other]}). Sampled actions are a "
             "draw from the policy's Gaussian seeded by the episode's seed, clipped to the bounds, as the contract "
-            "executes it. RL rows keep the final weights (the published rule)"
-            + ("; rows marked 'best checkpoint' hold the best weights by the mean action on the selection seeds from "
-               "the same training, whose selection resets are counted as extra" if opts.best_checkpoint else "")
+            "executes it. "
+            f"Deployed mode (what a robot runs; our RL selects and accepts checkpoints in it): **{MODE_WORDS[deployed]}**. "
+            "RL rows marked [RL: ours] use the product's default RL (named below: a trust region on every update, and "
+            "the checkpoint accepted only when it beats the accepted one on the selection seeds by more than their "
+            "noise; those selection resets are counted as extra); rows marked [RL: published settings] use METHOD.md's "
+            "settings and keep the final weights (the published rule), and only they stand beside the published "
+            "figures"
+            + ("; rows marked 'best checkpoint' hold the best weights by the deployed mode on the selection seeds "
+               "from the same training, whose selection resets are counted as extra" if opts.best_checkpoint else "")
+            + ". 'vs own IL' compares each RL row with its program's IL row seed by seed in the deployed mode "
+              "(paired one-sided t-tests)"
             + ". 'Resets (published count)' are the refinement's diagnostic episodes plus RL's training resets, "
               "as the published table counts them; 'extra resets' are those this protocol spends beyond it "
               "(selection episodes); evaluation episodes are never counted.",
@@ -229,8 +293,8 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
             "",
             f"| condition | analyst | analyst calls | resets (published count) | extra resets | "
             f"{COLUMN_WORDS[mode]} (primary): {spec.metric.name} (mean ± std) | success | {COLUMN_WORDS[other]} | "
-            "success | RL weights | published |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "success | RL weights | published | vs own IL, deployed mode |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def rate(value) -> str:
         return "-" if value != value else f"{value:.0%}"
@@ -241,7 +305,7 @@ def table_markdown(summary: pd.DataFrame, spec, opts, refinements=()) -> str:
         m2, sd2, ok2 = (r[c] for c in columns[other])
         head.append(f"| {r['label']} | {r['analyst']} | {r['analyst_calls']} | {r['published_resets']:,} | "
                     f"{r['extra_resets']:,} | {m:.3f} ± {sd:.3f} | {rate(ok)} | {m2:.3f} ± {sd2:.3f} | {rate(ok2)} | "
-                    f"{r['rl_checkpoint']} | {figures.get(key, '-') if key else '-'} |")
+                    f"{r['rl_checkpoint']} | {figures.get(key, '-') if key else '-'} | {verdict(r)} |")
     return "\n".join(head) + "\n"
 
 
@@ -275,38 +339,62 @@ def rl_updates_frame(conds: list[Condition], trained: list[dict]) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+RL_STYLES = {("ours", "rl_low"): ("C0", "-"), ("ours", "rl_high"): ("C1", "-"),
+             ("published", "rl_low"): ("C2", "--"), ("published", "rl_high"): ("C3", "--")}
+"""Colour and line of each (preset, budget) in the RL figure, the same in every panel."""
+
+
 def plot_rl_curves(conds: list[Condition], trained: list[dict], spec, path: Path) -> bool:
-    """Per RL condition: the sampled group return it trains on, and the mean action on the
-    selection seeds that picks its checkpoint, against environment resets."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-    drawn = False
-    for i, (cond, t) in enumerate(zip(conds, trained, strict=True)):
-        rl = t.get("rl") or {}
-        curve, selection = rl.get("curve") or [], rl.get("selection") or []
-        if not curve:
-            continue
-        colour = f"C{i % 10}"
-        axes[0].plot([c["resets"] for c in curve], [c.get("return_mean", c.get("mean_return")) for c in curve],
-                     ".-", color=colour, label=cond.label, alpha=0.8)
-        if selection:
-            axes[1].plot([s["resets"] for s in selection], [s["metric"] for s in selection], "o-", color=colour,
-                         label=cond.label)
-            best = rl.get("best_update")
-            chosen = [s for s in selection if s["update"] == best and rl.get("checkpoint") == "best"]
-            if chosen:
-                axes[1].plot(chosen[0]["resets"], chosen[0]["metric"], "*", ms=14, color=colour)
-        drawn = True
-    if not drawn:
-        plt.close(fig)
+    """One column per program: the sampled return of each training group (what RL optimises)
+    and the selection-seed score in the deployed mode (what a robot runs), against training
+    resets; ours solid, published settings dashed; filled stars mark accepted checkpoints,
+    crosses the candidates after which training restarted from the accepted weights, and a
+    large ring the weights each row's policy holds."""
+    runs = [(c, t.get("rl") or {}) for c, t in zip(conds, trained, strict=True)
+            if (t.get("rl") or {}).get("curve") and c.checkpoint != "best"]
+    if not runs:
         return False
-    axes[0].set_title("sampled return of each training group")
-    axes[1].set_title(f"mean action on the selection seeds ({spec.metric.name}); * = checkpoint used")
-    for ax in axes:
-        ax.set_xlabel("environment resets")
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(f"{spec.name}: RL learning curves")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    programs = list(dict.fromkeys(c.program for c, _ in runs))
+    fig, axes = plt.subplots(2, len(programs), figsize=(4.6 * len(programs), 6.4), squeeze=False, sharex="col")
+    for col, key in enumerate(programs):
+        top, bottom = axes[0][col], axes[1][col]
+        for cond, rl in runs:
+            if cond.program != key:
+                continue
+            colour, line = RL_STYLES.get((cond.preset, cond.training), ("C7", ":"))
+            label = f"{PRESET_LABELS.get(cond.preset, cond.preset)}, {cond.rl_resets:,} resets"
+            curve = rl["curve"]
+            top.plot([c["resets"] for c in curve], [c.get("return_mean", c.get("mean_return")) for c in curve],
+                     line, color=colour, alpha=0.7, lw=1, label=label)
+            selection = rl.get("selection") or []
+            if not selection:
+                continue
+            bottom.plot([s["resets"] for s in selection], [s["metric"] for s in selection], line, marker=".",
+                        color=colour, label=label)
+            taken = [s for s in selection if s.get("accepted") and s["update"] > 0]
+            bottom.plot([s["resets"] for s in taken], [s["metric"] for s in taken], "*", ms=11, color=colour)
+            again = [s for s in selection if s.get("restored")]
+            bottom.plot([s["resets"] for s in again], [s["metric"] for s in again], "x", ms=7, color=colour)
+            kept = [s for s in selection if s["update"] == rl.get("checkpoint_update")]
+            if kept and rl.get("checkpoint") != "final":
+                bottom.plot(kept[0]["resets"], kept[0]["metric"], "o", ms=13, mfc="none", color=colour)
+        name = next(c.label for c, _ in runs if c.program == key).split(" + RL")[0]
+        top.set_title(name if len(name) < 60 else name[:57] + "...", fontsize=8)
+        bottom.set_xlabel("training resets")
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("sampled return of each group")
+    mode = getattr(spec, "deployed_mode", "mean")
+    axes[1][0].set_ylabel(f"{spec.metric.name}, selection seeds\n({'mean action' if mode == 'mean' else 'sampled'}, "
+                          "deployed mode)")
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    if not handles:
+        handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"{spec.name}: RL per program; * accepted checkpoint, x restart from the accepted weights, "
+                 "ring = weights kept", fontsize=9)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
 

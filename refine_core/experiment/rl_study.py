@@ -3,10 +3,10 @@ itself (docs/RL.md is written from these runs).
 
 It does what an experiment's train and eval jobs do for one condition (record the
 demonstration, fit the program by IL, run RL from the IL weights), prints every update's
-record as it comes, and evaluates the IL weights, the final RL weights and the best
-checkpoint on the evaluation seeds, mean action and sampled. Options beyond the published
-method are `RLConfig` fields, spelled out on the command line (`refine_core.commands.rl`),
-so a result can always be traced to them.
+record as it comes, and evaluates the IL weights, the final RL weights and the checkpoint RL
+kept (accepted or best) on the evaluation seeds, mean action and sampled. The settings are a
+named preset (`--rl-preset ours|published`) changed by `RLConfig` fields spelled out on the
+command line (`refine_core.commands.rl`), so a result can always be traced to them.
 
     refine rl --program docs/rl_runs/refined_program.py --reset-budget 400 --out /tmp/refined_400.json
 """
@@ -153,10 +153,15 @@ def run_study(task_name: str, program: str, config, *, eval_seeds: int = 10, per
 
     def show(r: dict) -> None:
         last["state"] = copy.deepcopy(policy.state_dict())  # the final weights, even if "best" wins
-        sel = "" if math.isnan(r["selection_metric"]) else f" sel {r['selection_metric']:7.1f}"
+        if "start_selection_metric" in r:
+            print(f"u  0 sel {r['start_selection_metric']:7.4g} (the starting weights)", flush=True)
+        sel = "" if math.isnan(r["selection_metric"]) else \
+            f" sel {r['selection_metric']:7.4g}{' accepted' if r.get('selection_accepted') else ''}" \
+            f"{' (restart from the accepted weights)' if r.get('selection_restored') else ''}"
         moved = sorted(((v["delta_max"], n) for n, v in r["params"].items()), reverse=True)[:3]
         print(f"u{r['update']:3d} ret {r['return_mean']:7.1f}±{r['return_std']:5.1f}{sel} "
-              f"H {r['entropy']:6.3f} kl {r['approx_kl']:.4f} clip {r['clip_frac']:.2f} "
+              f"H {r['entropy']:6.3f} kl {r['kl']:.5f} (approx {r['approx_kl']:.5f}, step kept {r['step_kept']:.3g}, "
+              f"epochs {r['epochs_done']}) clip {r['clip_frac']:.2f} "
               f"ratio[{r['ratio_q05']:.2f},{r['ratio_q50']:.2f},{r['ratio_q95']:.2f}] "
               f"moved " + ", ".join(f"{n} {d:.3f}" for d, n in moved), flush=True)
 
@@ -166,8 +171,8 @@ def run_study(task_name: str, program: str, config, *, eval_seeds: int = 10, per
     if eval_seeds:
         seeds = list(task.spec.eval_seeds)[:eval_seeds]
         states = {"eval_il": il_state, "eval_final": last.get("state", il_state)}
-        if report.checkpoint_update != report.updates:
-            states["eval_best"] = copy.deepcopy(policy.state_dict())
+        if report.checkpoint_update != report.updates:  # the accepted (or best) weights the policy holds
+            states[f"eval_{report.checkpoint}"] = copy.deepcopy(policy.state_dict())
         print(f"checkpoint: {report.describe_checkpoint()}")
         for key, state in states.items():
             policy.load_state_dict(state)

@@ -4,9 +4,11 @@
     programs: MLP baseline; the zero-shot and the refined structure of a committed LLM run
               (--from-run), and/or of the offline catalogue (bundled starter, refined now or
               taken from a run directory), each row labelled with who wrote it
-    train jobs: IL on the demonstration, then RL at the low / high reset budget (final weights,
-                the published rule; with --best-checkpoint also the best weights on the
-                selection seeds from the same training, their extra resets counted)
+    train jobs: IL on the demonstration, then RL at the low / high reset budget under each RL
+                preset: ours (the product default: trust region, the checkpoint accepted in
+                the deployed mode) and published (METHOD.md: final weights; with
+                --best-checkpoint also the best weights on the selection seeds from the same
+                training, their extra resets counted)
     eval jobs:  each trained policy x each unseen evaluation seed, mean action and sampled (the
                 task's verified mode is the primary column: the car's mean, the door's sample)
     outputs:    results/<task>/<date>/{table.md, episodes.csv, pvalues.md, rl_updates.csv, *.png,
@@ -28,12 +30,14 @@ from refine_core.experiment import outputs
 from refine_core.experiment.conditions import Condition, Program, conditions
 from refine_core.experiment.jobs import eval_job, pack_demo, train_job
 from refine_core.experiment.pool import map_jobs
-from refine_core.learn.rl import RLConfig
+from refine_core.learn.rl import PRESETS, RLConfig
 from refine_core.tasks.base import Task
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
 BEST_SELECT_EVERY = 5
 """Updates between selection evaluations when best-checkpoint rows are asked for."""
+SMOKE_RL = ("window",)
+"""RL settings a smoke run shrinks in every preset (the window must fit its 40-step episodes)."""
 
 
 class ExperimentSetupError(ValueError):
@@ -71,9 +75,12 @@ class ExperimentOptions:
     """Task description for a refinement run started here (None: the task's default)."""
     max_rounds: int = 6
     """Most rounds of a refinement run started here."""
+    rl_presets: tuple[str, ...] = field(default=("ours", "published"), metadata={"choices": tuple(PRESETS)})
+    """RL presets with rows of their own: "ours" (the product default, `learn.rl`) and
+    "published" (METHOD.md exactly; only these rows stand beside the published figures)."""
     best_checkpoint: bool = False
-    """Beside every RL row (final weights, the published rule), a row with the best weights on the
-    selection seeds from the same training; its selection resets are counted as extra."""
+    """Beside every published-preset RL row (final weights, the published rule), a row with the best
+    weights on the selection seeds from the same training; its selection resets are counted as extra."""
     out: Path = Path("results")
     """Results root: the results go to <out>/<task>/<date>/."""
     smoke: bool = False
@@ -83,15 +90,19 @@ class ExperimentOptions:
     group_size: int = 20
     """RL trajectories per update (capped by the budget)."""
     mlp_rl_lr: float | None = None
-    """Adam step for the MLP's RL; None is METHOD.md's 0.007 like every other program. Any
-    other value is a departure and the results table names it."""
+    """Adam step for the MLP's RL rows under our preset; None: the preset's step, like every other
+    program. The results table names it."""
     rl: dict = field(default_factory=dict)
-    """RLConfig fields set for every RL condition (options beyond the published method, e.g.
-    {"std_scale": 0.25}); the results table names each one used."""
+    """RLConfig fields changed in our preset's RL rows (e.g. {"std_scale": 0.25}); the published
+    rows keep METHOD.md's settings. The results table names every departure of every row."""
     max_steps: int | None = None
     """Cap on episode length (smoke runs)."""
     il: dict = field(default_factory=dict)
     """ILConfig fields set for every fit; the results table names them."""
+    reuse: Path | None = None
+    """An earlier results folder of this task: a final-weights RL row there with the same program source
+    and RL settings is taken instead of trained again, when the program's IL row here reproduces that
+    folder's seed for seed (both modes). The table names every reused row."""
 
     @classmethod
     def from_args(cls, args) -> ExperimentOptions:
@@ -111,8 +122,7 @@ class ExperimentOptions:
         self.seeds, self.low_resets, self.high_resets = min(self.seeds, 2), 2, 4
         self.group_size, self.max_steps, self.max_rounds = 2, 40, min(self.max_rounds, 2)
         self.il = {"max_epochs": 30, **self.il}
-        self.rl = {"window": 10, **({"select_every": 1, "selection_episodes": 2} if self.best_checkpoint else {}),
-                   **self.rl}
+        self.rl = {"window": 10, "select_every": 1, "selection_episodes": 2, **self.rl}
         self.date = self.date or "smoke"
         return self
 
@@ -149,32 +159,73 @@ def run_experiment(opts: ExperimentOptions) -> Path:
     programs, refinements = experiment_programs(opts, task, out)
     by_key = {p.key: p for p in programs}
 
-    # 2. Train every program once per budget (IL, then RL from the IL weights), in parallel.
-    conds = conditions(programs, opts.low_resets, opts.high_resets, best=opts.best_checkpoint)
-    plans = sorted({(c.program, c.rl_resets) for c in conds}, key=lambda k: ([p.key for p in programs].index(k[0]),
-                                                                             k[1]))
-    train = [(spec.name, by_key[key].source, demo_npz, opts.il, rl_config(by_key[key], resets, opts))
-             for key, resets in plans]
+    # 2. Train every program once per budget (IL, then RL from the IL weights), in parallel:
+    #    the IL rows first, so that rows of an earlier folder (--reuse) can be checked against them.
+    conds = conditions(programs, opts.low_resets, opts.high_resets, best=opts.best_checkpoint,
+                       presets=tuple(opts.rl_presets))
+    order = [p.key for p in programs]
+    plans = sorted({(c.program, c.rl_resets, c.preset) for c in conds},
+                   key=lambda k: (order.index(k[0]), k[1], k[2]))
+    configs = {plan: rl_config(by_key[plan[0]], plan[1], opts, plan[2]) for plan in plans}
     workers = opts.workers or os.cpu_count() or 1
-    done = map_jobs(train_job, train, workers=workers, ray_address=opts.ray, desc="train")
-    trained = [condition_weights(c, done[plans.index((c.program, c.rl_resets))]) for c in conds]
-
-    # 3. Evaluate each trained policy on the unseen evaluation seeds.
     seeds = evaluation_seeds(task, opts.seeds)
-    evals = [(spec.name, t["bundle"], s, opts.max_steps) for t in trained for s in seeds]
-    results = map_jobs(eval_job, evals, workers=workers, ray_address=opts.ray, desc="evaluate")
+    il_plans = [plan for plan in plans if plan[1] == 0]
+    done = dict(zip(il_plans, train_plans(spec.name, il_plans, configs, by_key, demo_npz, opts, workers), strict=True))
+    il_rows = evaluate([done[plan]["bundle"] for plan in il_plans], seeds, spec, opts, workers)
+    il_episodes = {plan[0]: pd.DataFrame(rows) for plan, rows in zip(il_plans, il_rows, strict=True)}
+    episodes_of = {plan: rows for plan, rows in zip(il_plans, il_rows, strict=True)}
+    rl_plans = [plan for plan in plans if plan[1] > 0]
+    if opts.reuse is not None:
+        from refine_core.experiment import reuse
+
+        earlier = reuse.load(opts.reuse)
+        for plan in rl_plans:
+            if opts.best_checkpoint and plan[2] == "published":
+                continue  # its best-checkpoint twin needs the weights the earlier folder did not keep
+            name = reuse.find(earlier, plan[0], by_key[plan[0]].source, il_episodes[plan[0]], configs[plan])
+            if name is not None:
+                done[plan] = reuse.reused_job(earlier, name, done[(plan[0], 0, "")]["il"])
+                episodes_of[plan] = reuse.reused_episodes(earlier, name)
+                print(f"reused: {plan[0]} RL {plan[1]:,} [{plan[2]}] <- {opts.reuse}/{name}", flush=True)
+    todo = [plan for plan in rl_plans if plan not in done]
+    done.update(zip(todo, train_plans(spec.name, todo, configs, by_key, demo_npz, opts, workers), strict=True))
+    trained = [condition_weights(c, done[(c.program, c.rl_resets, c.preset)]) for c in conds]
+
+    # 3. Evaluate each trained policy on the unseen evaluation seeds (the IL rows already are).
+    fresh = [(c, t) for c, t in zip(conds, trained, strict=True)
+             if (c.program, c.rl_resets, c.preset) not in episodes_of or c.checkpoint == "best"]
+    for (cond, _t), rows in zip(fresh, evaluate([t["bundle"] for _c, t in fresh], seeds, spec, opts, workers),
+                                strict=True):
+        episodes_of[cond.name] = rows
 
     # 4. Tables, statistics, plots; everything also lands in experiment.db.
     rows = []
-    for i, cond in enumerate(conds):
-        for r in results[i * len(seeds):(i + 1) * len(seeds)]:
-            rows.append({"condition": cond.name, "label": cond.label, **r})
+    for cond in conds:
+        found = episodes_of.get(cond.name)
+        if found is None:
+            found = episodes_of[(cond.program, cond.rl_resets, cond.preset)]
+        rows += [{"condition": cond.name, "label": cond.label, **r} for r in found]
     episodes = pd.DataFrame(rows)
-    summary = outputs.summarise(conds, episodes, trained, by_key)
+    summary = outputs.summarise(conds, episodes, trained, by_key, spec)
     store(out / "experiment.db", opts, conds, episodes, trained, refinements)
     outputs.write_all(out, spec, conds, episodes, trained, programs, refinements, summary, opts,
                       wall_time_s=time.perf_counter() - started)
     return out
+
+
+def train_plans(task_name: str, plans: list[tuple], configs: dict, by_key: dict[str, Program], demo_npz: bytes,
+                opts: ExperimentOptions, workers: int) -> list[dict]:
+    """One training job per (program, budget, preset): IL, then RL with its settings."""
+    jobs = [(task_name, by_key[key].source, demo_npz, opts.il, configs[(key, resets, preset)])
+            for key, resets, preset in plans]
+    return map_jobs(train_job, jobs, workers=workers, ray_address=opts.ray, desc="train") if jobs else []
+
+
+def evaluate(bundles: list[bytes], seeds: list[int], spec, opts: ExperimentOptions, workers: int) -> list[list[dict]]:
+    """Each policy on every evaluation seed; per policy its rows in seed order."""
+    jobs = [(spec.name, bundle, s, opts.max_steps) for bundle in bundles for s in seeds]
+    results = map_jobs(eval_job, jobs, workers=workers, ray_address=opts.ray, desc="evaluate") if jobs else []
+    return [results[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(bundles))]
 
 
 def condition_weights(cond: Condition, job: dict) -> dict:
@@ -183,7 +234,7 @@ def condition_weights(cond: Condition, job: dict) -> dict:
         if "best_bundle" not in job:
             raise RuntimeError(f"{cond.name}: the training kept no best checkpoint (no selection evaluation ran)")
         return {"bundle": job["best_bundle"], "il": job["il"], "rl": job["rl_best"]}
-    return {"bundle": job["bundle"], "il": job["il"], "rl": job["rl"]}
+    return {k: v for k, v in job.items() if k not in ("best_bundle", "rl_best")}
 
 
 def evaluation_seeds(task: Task, n: int) -> list[int]:
@@ -193,24 +244,35 @@ def evaluation_seeds(task: Task, n: int) -> list[int]:
     return seeds_for(task.spec, "eval", n)
 
 
-def rl_config(program: Program, resets: int, opts: ExperimentOptions) -> dict | None:
-    """RL settings of one training: the published rule (final weights, no selection resets),
-    with selection evaluations added when best-checkpoint rows are asked for (they never
-    change the final weights, see `learn.rl`)."""
+def rl_config(program: Program, resets: int, opts: ExperimentOptions, preset: str = "ours") -> dict | None:
+    """RL settings of one training, every field spelled out. "ours": the product default with
+    `opts.rl` (and `mlp_rl_lr`) on top, the accepted checkpoint. "published": METHOD.md's
+    settings and rule (final weights, no selection resets), with selection evaluations added
+    when best-checkpoint rows are asked for (they never change the final weights, see
+    `learn.rl`); a smoke run's shrunken window applies to both."""
+    from dataclasses import asdict
+
     if resets == 0:
         return None
-    if opts.rl.get("checkpoint", "final") != "final":
-        raise ExperimentSetupError("RL rows keep the final weights (the published rule); ask for best-checkpoint rows "
-                         "beside them with --best-checkpoint instead of --rl-set checkpoint=best")
-    cfg = {**opts.rl, "reset_budget": resets, "group_size": min(opts.group_size, resets), "checkpoint": "final"}
-    if opts.best_checkpoint:
-        cfg.setdefault("select_every", BEST_SELECT_EVERY)
-    if program.role == "mlp" and opts.mlp_rl_lr is not None:
-        cfg["lr"] = opts.mlp_rl_lr
+    if preset == "ours":
+        if opts.rl.get("checkpoint", "accepted") == "best":
+            raise ExperimentSetupError("our rows keep the accepted checkpoint; ask for best-checkpoint rows beside the "
+                                       "published ones with --best-checkpoint instead of --rl-set checkpoint=best")
+        changes = dict(opts.rl)
+        if program.role == "mlp" and opts.mlp_rl_lr is not None:
+            changes["lr"] = opts.mlp_rl_lr
+    elif preset == "published":
+        changes = {k: v for k, v in opts.rl.items() if k in SMOKE_RL} if opts.smoke else {}
+        changes["select_every"] = BEST_SELECT_EVERY if opts.best_checkpoint else 0
+        if opts.smoke and opts.best_checkpoint:
+            changes.update({k: opts.rl[k] for k in ("select_every", "selection_episodes") if k in opts.rl})
+    else:
+        raise ExperimentSetupError(f"unknown RL preset {preset!r} (presets: {', '.join(PRESETS)})")
+    changes.update(reset_budget=resets, group_size=min(opts.group_size, resets))
     if opts.max_steps:
-        cfg["max_steps"] = opts.max_steps
+        changes["max_steps"] = opts.max_steps
     try:
-        RLConfig(**cfg)  # refuse a bad setting before any job starts
+        cfg = asdict(RLConfig.preset(preset, **changes))  # refuse a bad setting before any job starts
     except ValueError as exc:
         raise ExperimentSetupError(f"RL settings: {exc}") from None
     return cfg

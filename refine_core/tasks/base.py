@@ -74,6 +74,10 @@ class Task(ABC):
     description_variants: tuple[str, ...] = ()
     """The description variants the task offers (`spec.DESCRIPTION_VARIANTS`), its default
     first; a task with one text leaves this empty and takes no `description` argument."""
+    metric_from_observations: bool = False
+    """True when `episode_summary`'s metric is computed from the observations alone (not from
+    the simulator's rewards), so a robot that publishes no reward still measures it; RL on such
+    a robot takes it as the reward of each episode (`refine_ros.loop.rl_episodes`)."""
 
     # -- simulation -------------------------------------------------------------------------
     @abstractmethod

@@ -95,6 +95,11 @@ class TaskSpec:
     extra: dict = field(default_factory=dict)
     control_period_s: float = 0.02
     """Simulated seconds per step (replay clocks use it)."""
+    deployed_mode: str = "mean"
+    """The action mode the policy runs in when it is deployed: the mean action on a robot
+    (nobody ships a policy that adds noise to its commands). Post-refinement RL selects and
+    accepts its checkpoints in this mode, so RL improves what the robot runs; an evaluation
+    mode chosen to match published figures may differ."""
     description_variant: str = "detailed"
     """Which description the texts of this spec are (`DESCRIPTION_VARIANTS`); runs and result
     tables name it."""
@@ -107,6 +112,8 @@ class TaskSpec:
     none)."""
 
     def __post_init__(self) -> None:
+        if self.deployed_mode not in ACTION_MODES:
+            raise ValueError(f"task {self.name}: deployed mode {self.deployed_mode!r} is not one of {ACTION_MODES}")
         if self.description_variant not in DESCRIPTION_VARIANTS:
             raise ValueError(f"task {self.name}: description variant {self.description_variant!r} is not one of "
                              f"{DESCRIPTION_VARIANTS}")

@@ -78,7 +78,8 @@ class RoundDriver:
         for position, planned in enumerate(request["plan"]):
             if closing.is_set():
                 break
-            episode = ActiveEpisode(planned, episode_counter(request["round"], position), limit, runner,
+            first = int(request.get("first_position", 0))  # RL drives one round's episodes in many calls
+            episode = ActiveEpisode(planned, episode_counter(request["round"], first + position), limit, runner,
                                     step_budget_ends=self.step_budget_ends)
             progress("preparing", position, planned)
             self._drive(episode, request, runner, activate, lambda n=position, p=planned: progress("running", n, p))

@@ -4,8 +4,8 @@ control rate for the episodes it asks for.
 Why it is built this way:
 - The control path (`refine_ros.loop.control_path`) is two subscription callbacks: observation in,
   one forward pass, action and policy step out; a reward in. They never wait.
-- Work arrives as two actions (`learner/fit_program`, `learner/run_rollout`, see
-  `refine_ros.wire.protocol`), so a person can send, watch and cancel it with `ros2 action`.
+- Work arrives as three actions (`learner/fit_program`, `learner/run_rollout`, `learner/run_rl`,
+  see `refine_ros.wire.protocol`), so a person can send, watch and cancel it with `ros2 action`.
   Accepted goals are queued and handled one at a time on a worker thread: fitting (in the
   sandbox, `refine_core.backends.LocalFitter`, the very fitter `refine run` uses) and driving
   episodes (`refine_ros.loop.round_driver`) both block, and must never stall the executor. The
@@ -13,7 +13,12 @@ Why it is built this way:
   is over, hands the result to the action server's execute callback, which only reports it.
   A goal is ACCEPTED while it waits and while it runs, EXECUTING only for that hand-over.
 - Cancelling a fit kills its sandbox within a quarter second; cancelling a rollout ends the
-  running episode (recorded as incomplete) and skips the rest.
+  running episode (recorded as incomplete) and skips the rest; cancelling RL does the same to
+  its running episode and ends the run before its next update.
+- RL (`learner/run_rl`) drives its episodes through the same round driver and control path as
+  a rollout (`refine_ros.loop.rl_episodes`): on a robot every one of them waits for the
+  operator's confirmation, so RL's resets are operator resets; its updates run on the worker
+  thread between episodes, never on the control path. Feedback after every episode and update.
 - One single-threaded executor spins the node: nothing busy-waits (an async execute callback
   awaiting the worker would be re-polled on every spin), so the control callbacks never queue
   behind a spinning thread for the GIL.
@@ -66,7 +71,7 @@ from refine_ros.teleop.recording import how_to_record
 from refine_ros.wire import protocol, qos
 from refine_ros.wire.adapters import observation_from_values
 from refine_ros.wire.messages import pack_json, pack_step, pack_vector, unpack_vector
-from refine_ros_interfaces.action import FitProgram, RunRollout
+from refine_ros_interfaces.action import FitProgram, RunRl, RunRollout
 from refine_ros_interfaces.msg import Step
 
 SHUTDOWN_WAIT_S = 2.0
@@ -127,7 +132,8 @@ class LearnerNode(Node):
                          handle_accepted_callback=lambda handle, kind=kind: self._inbox.put((kind, handle)),
                          cancel_callback=self._on_cancel, callback_group=group)
             for kind, action, name in (("fit", FitProgram, protocol.FIT_ACTION),
-                                       ("rollout", RunRollout, protocol.ROLLOUT_ACTION))]
+                                       ("rollout", RunRollout, protocol.ROLLOUT_ACTION),
+                                       ("rl", RunRl, protocol.RL_ACTION))]
         self.reset_client = self.create_client(Trigger, reset, callback_group=group) if reset else None
         self.param_client = (self.create_client(SetParameters, f"{sim}/set_parameters", callback_group=group)
                              if sim else None)
@@ -248,9 +254,10 @@ class LearnerNode(Node):
                 if cancel.is_set():
                     result = _refused(kind, "cancelled before it started")
                 else:
-                    result = self._fit(handle, cancel) if kind == "fit" else self._rollout(handle, cancel)
+                    work = {"fit": self._fit, "rollout": self._rollout, "rl": self._rl}[kind]
+                    result = work(handle, cancel)
                 # a fit that finished before its cancel took effect is kept (CANCELING -> SUCCEEDED)
-                state = "canceled" if cancel.is_set() and (kind == "rollout" or result.error) else "succeed"
+                state = "canceled" if cancel.is_set() and (kind != "fit" or result.error) else "succeed"
             except protocol.ProtocolError as exc:
                 self.get_logger().error(f"refused a malformed {kind} goal: {exc}")
                 result, state = _refused(kind, f"malformed goal: {exc}"), "abort"
@@ -315,6 +322,78 @@ class LearnerNode(Node):
             return None
         skipped = [_never_ran(p, "skipped: the rollout goal was cancelled") for p in plan[len(episodes):]]
         return protocol.rollout_result(episodes + skipped, control)
+
+    def _rl(self, handle: ServerGoalHandle, cancel: threading.Event) -> Any:
+        """Post-refinement RL with this learner's episodes (`refine_ros.loop.rl_episodes`);
+        the result holds the kept weights, also when cancelled."""
+        from refine_core.learn.rl import train_rl
+        from refine_core.policy.bundle import PolicyBundle
+        from refine_ros.loop.rl_episodes import (
+            DriverSampler,
+            DriverScorer,
+            EpisodeSource,
+            RlEpisodeError,
+        )
+
+        request = protocol.read_rl_goal(handle.request)
+        config = request["config"]
+        try:
+            bundle = protocol.decode_bundle(request["bundle"])
+            policy = bundle.build(self.spec)
+            validate_policy(policy, self.spec)
+        except Exception as exc:  # noqa: BLE001 - a policy that cannot be built is an answer
+            return protocol.rl_result(error=f"the policy could not be built here: {type(exc).__name__}: {exc}")
+        planned = config.reset_budget // config.group_size * config.group_size + config.planned_selection_resets
+        state = {"phase": "sampling", "update": 0, "record": ""}
+        started = time.monotonic()
+
+        def publish(phase: str | None = None) -> None:
+            handle.publish_feedback(RunRl.Feedback(
+                phase=protocol.RL_PHASES.index(phase or state["phase"]), update=state["update"],
+                updates_planned=config.total_updates, resets_done=source.position, resets_planned=planned,
+                record_json=state["record"]))
+
+        def episode_phase(phase: str, _done: int | None, _planned: PlannedEpisode) -> None:
+            publish("waiting_for_operator" if phase == "waiting_for_operator" else None)
+
+        stop = _AnyOf(cancel, self._closing)
+        source = EpisodeSource(self.task, self.driver, self._activate, stop, request["run_id"], request["round"],
+                               progress=episode_phase)
+        sample, score = DriverSampler(source), DriverScorer(source)
+
+        def sampler(*args: Any) -> Any:
+            state["phase"] = "sampling"
+            group = sample(*args)
+            state["phase"] = "updating"
+            publish()
+            return group
+
+        def scorer(*args: Any) -> dict:
+            state["phase"] = "selecting"
+            publish()
+            return score(*args)
+
+        def on_update(record: dict) -> None:
+            state["update"] = int(record["update"])
+            state["record"] = json.dumps({k: v for k, v in record.items() if k != "params"}, default=float)
+            publish()
+
+        self.get_logger().info(f"RL on run {request['run_id']}: {config.reset_budget} resets, "
+                               f"{config.preset_name()} settings ({'; '.join(config.departures()) or 'as published'})")
+        self._progress, self._current_goal, self._stop = episode_phase, bytes(handle.goal_id.uuid), stop
+        try:
+            report = train_rl(self.task, policy, config, progress=False, on_update=on_update, sampler=sampler,
+                              scorer=scorer, stop=stop)
+        except RlEpisodeError as exc:
+            return protocol.rl_result(error=str(exc))
+        finally:
+            self._progress, self._current_goal, self._stop = _no_progress, b"", self._closing
+        if self._closing.is_set():
+            return None
+        self.get_logger().info(f"RL done in {time.monotonic() - started:.0f} s: {report.resets} training and "
+                               f"{report.selection_resets} selection episodes; {report.describe_checkpoint()}")
+        return protocol.rl_result(error=None, report=report.to_dict(),
+                                  bundle=PolicyBundle.from_module(bundle.source, policy))
 
     def _activate(self, episode: ActiveEpisode | None) -> None:
         self.active = episode
@@ -413,6 +492,8 @@ def _never_ran(planned: PlannedEpisode, error: str) -> dict:
 def _refused(kind: str, why: str) -> Any:
     """The result of a goal that was not worked on: a fit carries the reason (the analyst reads
     it); a rollout has no episodes, and its ABORTED status says enough."""
+    if kind == "rl":
+        return protocol.rl_result(error=why)
     return protocol.fit_result(error=why) if kind == "fit" else RunRollout.Result()
 
 

@@ -13,6 +13,10 @@ rate:
   one outcome per episode and the control-path latency out; the phase (preparing, waiting for
   the operator, running) and episodes done as feedback; cancelling ends the running episode
   (recorded as incomplete) and skips the rest.
+- `learner/run_rl` (RunRl): post-refinement RL on a fitted policy, its episodes driven on the
+  sim node or the robot (RL preset and settings in; the kept weights and the RL report out;
+  phase, updates and episodes done and each update's record as feedback; cancelling ends the
+  running episode and the run, keeping the weights chosen so far).
 
 Fitted weights travel as `PolicyBundle.to_npz_bytes()`: plain arrays read with
 `allow_pickle=False`, never a pickle.
@@ -28,7 +32,7 @@ from refine_core.policy.bundle import PolicyBundle
 from refine_core.policy.contract import InfoSchema
 from refine_core.rollout.plan import PlannedEpisode
 
-FIT_ACTION, ROLLOUT_ACTION = "learner/fit_program", "learner/run_rollout"
+FIT_ACTION, ROLLOUT_ACTION, RL_ACTION = "learner/fit_program", "learner/run_rollout", "learner/run_rl"
 RUN_STATUS = "refine/run_status"
 EPISODES_PER_ROUND = 1000
 """Episode counters of round r start at 1 + r * EPISODES_PER_ROUND: unique across the run, so
@@ -36,6 +40,8 @@ the logger never joins two episodes whose messages are still in flight, and neve
 counter a hardware bridge uses before any episode started)."""
 PHASES = ("preparing", "waiting_for_operator", "running")
 """RunRollout feedback phases, in the order of the action's constants."""
+RL_PHASES = ("sampling", "waiting_for_operator", "updating", "selecting")
+"""RunRl feedback phases, in the order of the action's constants."""
 
 
 class ProtocolError(ValueError):
@@ -152,3 +158,62 @@ def read_rollout_result(result: Any) -> dict:
                 "steps": int(result.control_steps)} if result.control_steps else {})
     return {"episodes": episodes, "control_ms": control}
 
+
+
+# ----------------------------------------------------------------------------- post-refinement RL
+def rl_goal(run_id: int, round_: int, bundle: PolicyBundle, settings: Mapping, preset: str = "ours") -> Any:
+    from refine_ros_interfaces.action import RunRl
+
+    return RunRl.Goal(run_id=int(run_id), round=int(round_), preset=preset,
+                      settings_json=json.dumps(dict(settings), default=float), bundle_npz=bundle.to_npz_bytes())
+
+
+def read_rl_goal(goal: Any) -> dict:
+    """{run_id, round, config (an RLConfig), bundle (undecoded bytes)}; a preset or a setting
+    RLConfig refuses is a protocol error naming it."""
+    from refine_core.learn.rl import RLConfig
+
+    try:
+        settings = json.loads(goal.settings_json) if goal.settings_json else {}
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"settings_json is not JSON: {exc}") from None
+    if not isinstance(settings, dict):
+        raise ProtocolError("settings_json must be a JSON object of RLConfig fields")
+    known = set(RLConfig.__dataclass_fields__)
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ProtocolError(f"settings_json: {', '.join(unknown)} not RLConfig fields")
+    try:
+        config = RLConfig.preset(goal.preset or "ours", **settings)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"RL settings refused: {exc}") from None
+    return {"run_id": int(goal.run_id), "round": int(goal.round), "config": config, "bundle": bytes(goal.bundle_npz)}
+
+
+def rl_result(*, error: str | None, report: Mapping | None = None, bundle: PolicyBundle | None = None) -> Any:
+    """A RunRl result: the error, or the kept bundle with the report and the episodes run."""
+    from refine_ros_interfaces.action import RunRl
+
+    report = dict(report or {})
+    result = RunRl.Result(error=error or "", report_json=json.dumps(report, default=float),
+                          training_resets=int(report.get("resets", 0)),
+                          selection_resets=int(report.get("selection_resets", 0)))
+    if error is None and bundle is not None:
+        result.bundle_npz = bundle.to_npz_bytes()
+    elif error is None:
+        result.error = "RL produced no policy"
+    return result
+
+
+def read_rl_result(result: Any) -> tuple[PolicyBundle | None, dict, str | None]:
+    """(kept bundle, report, error) of a RunRl result; a malformed one is an error."""
+    try:
+        report = json.loads(result.report_json) if result.report_json else {}
+    except ValueError as exc:
+        return None, {}, f"the learner's RL report is malformed: {exc}"
+    if result.error:
+        return None, report, result.error
+    try:
+        return decode_bundle(result.bundle_npz), report, None
+    except ProtocolError as exc:
+        return None, report, f"the learner's RL result is malformed: {exc}"

@@ -146,6 +146,7 @@ def make_spec(description: str = "published") -> TaskSpec:
         metric=MetricSpec("return", True, metric),
         episode_steps=EPISODE_STEPS,
         control_period_s=0.02,  # CarRacing runs at 50 frames per second
+        deployed_mode="mean",  # a robot runs the mean action (RL selects in this mode)
         description_variant=description,
         eval_mode="mean",  # the authors verified the car with the mean action on seeds 1000-1009
     )

@@ -57,6 +57,7 @@ def make_spec() -> TaskSpec:
         metric=MetricSpec("return", True, "the sum of the rewards over the 200 steps (at most 0)"),
         episode_steps=EPISODE_STEPS,
         control_period_s=0.05,
+        deployed_mode="mean",  # a robot runs the mean action (RL selects in this mode)
     )
 
 
