@@ -103,6 +103,25 @@ def test_an_episode_that_keeps_observing_runs_to_its_step_budget():
     assert robot.events[-1]["complete"] is True
 
 
+def test_a_robots_own_episode_length_replaces_the_tasks_and_a_step_cap_still_shortens_it():
+    """The owner sets how long a live episode lasts (the arm's 50 Hz and speed limit need more
+    than the simulator's 500 steps); the robot's `prepare` is told that length."""
+    seen = []
+
+    class Measuring(Robot):
+        def prepare(self, planned, counter, limit, expert_labels):
+            seen.append(limit)
+            return None
+
+    for episode_steps, max_steps, want in ((1500, 0, 1500), (1500, 20, 20), (0, 0, TASK.spec.episode_steps)):
+        driver = RoundDriver(TASK, Measuring(), episode_timeout_s=0.3, step_budget_ends=True,
+                             episode_steps=episode_steps)
+        request = {"round": 0, "run_id": 1, "max_steps": max_steps, "expert_labels": False,
+                   "plan": [PlannedEpisode("diagnostic", 0, 200)]}  # fmt: skip
+        driver.run(request, Runner(), lambda e: None, threading.Event())
+        assert seen[-1] == want, (episode_steps, max_steps, seen)
+
+
 def test_the_logger_records_the_failure_the_end_event_names_in_the_error_column():
     """`select error from episodes` says why a live episode failed, beside the logger's own losses."""
     from refine_ros.logger.episodes import Episode

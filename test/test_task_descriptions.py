@@ -13,7 +13,7 @@ from refine_core.analyst import prompts
 from refine_core.loop import analyst_table
 from refine_core.rollout.schema import RolloutSchema, analyst_renames
 from refine_core.tasks.registry import UnknownDescriptionError, get_task
-from refine_core.tasks.spec import LEGACY_VARIANT
+from refine_core.tasks.spec import LEGACY_VARIANT, ROBOT_OWNER_VARIANT
 
 TASKS = ("car_racing", "door_open")
 
@@ -142,11 +142,60 @@ def _published_requests(spec, *, demo: bool) -> dict[str, str]:
 
 @pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("demo", (False, True), ids=("rollout-only", "demo-access"))
-def test_nothing_the_model_reads_under_the_published_variant_names_a_simulator_or_library(task, demo):
-    for name, text in _published_requests(get_task(task).spec, demo=demo).items():
+@pytest.mark.parametrize("variant", ("published", ROBOT_OWNER_VARIANT))
+def test_nothing_the_model_reads_under_the_published_variant_names_a_simulator_or_library(task, demo, variant):
+    """The published variant and the robot owners' (what the real profiles send) alike."""
+    spec = get_task(task, variant).spec
+    for name, text in _published_requests(spec, demo=demo).items():
         found = FORBIDDEN.findall(text)
-        assert not found, f"{task} {name} names {found}"
-    assert not FORBIDDEN.search(" ".join(get_task(task).spec.for_analyst().observation_columns))
+        assert not found, f"{task} {variant} {name} names {found}"
+    assert not FORBIDDEN.search(" ".join(spec.for_analyst().observation_columns))
+
+
+# what the owner's description must say about where each input comes from on the robot
+OWNER_SOURCES = {
+    "door_open": ("joint encoders", "fiducial tag", "camera", "hide the tag", "last sighting", "target",
+                  "base frame", "x forward", "z up", "m/s"),
+    "car_racing": ("camera", "road detector", "odometry", "electrical RPM", "all four the same", "m/s", "rad",
+                   "start line", "never reverses"),
+}
+# ... and what it must not: a reward (a robot measures none), a metric line, an expert
+OWNER_NEVER = ("reward", "Metric", "expert", "scripted")
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_robot_owners_description_says_where_each_input_comes_from_on_the_robot(task):
+    text = _words(get_task(task, ROBOT_OWNER_VARIANT).spec.describe())
+    for fact in OWNER_SOURCES[task]:
+        assert fact in text, fact
+    for word in OWNER_NEVER:
+        assert word not in text, word
+    assert type(get_task(task)).description_variants[0] == "published", "the owner's is never the default"
+
+
+@pytest.mark.parametrize("task, profile", (("door_open", "arm_real"), ("car_racing", "rc_car_real")))
+def test_the_real_profiles_send_the_owners_description_and_its_numbers_are_the_profiles(task, profile):
+    """What the owner's text says about the robot (its speed limits, rates, the live episode's
+    length, the observation timeout) is what the real profile sets: one changed without the
+    other fails here."""
+    from refine_ros.bringup import resolve_profile
+
+    text = _words(get_task(task, ROBOT_OWNER_VARIANT).spec.describe())
+    resolved = resolve_profile(profile, check_modules=False)
+    assert resolved.node("analysis_node").parameters["task_description"] == ROBOT_OWNER_VARIANT
+    learner = resolved.node("learner_node").parameters
+    steps = int(learner["episode_steps"])
+    assert f"an episode lasts {steps // 50} s ({steps} steps)" in text
+    assert "50 per second" in text
+    assert f"after {learner['observation_timeout']:g} s the episode ends" in text or task == "door_open"
+    if task == "door_open":
+        bridge = resolved.node("arm_bridge").parameters
+        assert f"as a fraction of {bridge['max_speed']:g} m/s" in text
+    else:
+        bridge = resolved.node("rc_car_bridge").parameters
+        assert f"as a fraction of {bridge['max_steering_angle']:g} rad" in text
+        assert f"x {bridge['max_speed']:g} m/s" in text
+        assert f"m/s x {bridge['speed_to_sim'] / 100:.3f}" in text
 
 
 @pytest.mark.parametrize("task", TASKS)

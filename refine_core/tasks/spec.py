@@ -8,7 +8,11 @@ the information the published prompts gave the model and nothing more (no simula
 library name: a robot owner could not tell the model one), "detailed" the richer, true facts
 we know about our environments, and "legacy_published" the first wording of the published
 variant, which named the simulators; it is kept only so that runs recorded with it replay with
-the words they were sent (`LEGACY_VARIANT`). The variant decides every word the analyst reads
+the words they were sent (`LEGACY_VARIANT`). "robot_owner" is what the owner of a robot
+running the task writes about its own observation (`ROBOT_OWNER_VARIANT`): where each input comes
+from on the robot (TF and a fiducial tag, a camera's road detector, odometry), its units and
+frames, the target the owner set, the commands in the robot's units and how long a live
+episode lasts, and nothing only a simulator knows; the real profiles choose it. The variant decides every word the analyst reads
 about the task (the description, the input, action and metric lines, and the names of
 observation columns it sees), never what is stored: the run database, demonstrations, the ROS topics and the MCAP
 export always use the task's own column names, so one demonstration serves every variant and
@@ -23,9 +27,12 @@ from math import prod
 
 import numpy as np
 
-DESCRIPTION_VARIANTS: tuple[str, ...] = ("published", "detailed", "legacy_published")
+DESCRIPTION_VARIANTS: tuple[str, ...] = ("published", "detailed", "legacy_published", "robot_owner")
 """Every description variant a task may offer; each task lists the ones it has, default first."""
 LEGACY_VARIANT = "legacy_published"
+ROBOT_OWNER_VARIANT = "robot_owner"
+"""The description a robot's owner gives of the task on that robot (the real profiles'
+choice)."""
 """The published variant as worded before the simulator names were taken out (runs recorded
 before then were sent it; their transcripts say "published")."""
 ACTION_MODES: tuple[str, ...] = ("mean", "sample")

@@ -19,6 +19,7 @@ UP_ALIASES = {"max_rounds": ("--rounds",), "diagnostic_episodes": ("--episodes",
 def add_parser(sub) -> argparse.ArgumentParser:
     from refine_core.flags import add_flags
     from refine_core.loop import RefineConfig
+    from refine_core.tasks.spec import DESCRIPTION_VARIANTS
 
     p = sub.add_parser("up", help=HELP)
     p.add_argument("profile", help="profile name (config/<profile>.yaml)")
@@ -27,8 +28,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--transcript", type=Path, help="JSONL transcript: openai/record write it, replay answers from it")
     p.add_argument("--replay-mode", choices=("exact", "sequential"), default=None,
                    help="replay: exact (identical requests only) or sequential (each role in recorded order)")
-    p.add_argument("--description", choices=("published", "detailed"), default=None,
-                   help="what the analyst is told about the task (default: published, or a replayed transcript's)")
+    p.add_argument("--description", choices=DESCRIPTION_VARIANTS, default=None,
+                   help="what the analyst is told about the task (default: the profile's (robot_owner on the real "
+                   "profiles), else a replayed transcript's, else published)")
     p.add_argument("--start", type=Path, default=None, metavar="FILE",
                    help="begin from this program instead of asking the analyst for a zero-shot one")
     # the method's settings: flags generated from RefineConfig, named as `refine run`'s and as the

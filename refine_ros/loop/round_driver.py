@@ -62,6 +62,10 @@ class RoundDriver:
     as failed; 0: only `episode_timeout_s` ends it. On a robot the observations stop when a
     sensor goes silent (a car whose camera lost the road): the safety node has stopped the robot,
     and the operator should not wait out the episode timeout."""
+    episode_steps: int = 0
+    """A robot's live episode length in steps, as its owner sets it (its profile); 0: the
+    task's own length, which is the simulator's (a door in 500 steps of 12.5 ms, where the
+    arm's 50 Hz and its speed limit need longer)."""
     log: Callable[[str], None] | None = None
     """Hears, every NOTE_EVERY_S of an episode, where it stands (a run that hangs says where)."""
 
@@ -73,7 +77,8 @@ class RoundDriver:
         feedback)."""
         progress = progress or (lambda phase, done, planned: None)
         spec = self.task.spec
-        limit = min(request["max_steps"], spec.episode_steps) if request["max_steps"] > 0 else spec.episode_steps
+        length = self.episode_steps or spec.episode_steps
+        limit = min(request["max_steps"], length) if request["max_steps"] > 0 else length
         entries, latencies = [], []
         for position, planned in enumerate(request["plan"]):
             if closing.is_set():

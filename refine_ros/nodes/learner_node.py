@@ -85,6 +85,8 @@ PARAMETERS: dict[str, Param] = {
                              (1.0, 86400.0)),
     "observation_timeout": Param(0.0, "seconds without an observation after which a running episode is "
                                  "recorded as failed (a robot's sensor went silent); 0: off", (0.0, 86400.0)),
+    "episode_steps": Param(0, "steps of a live episode on a robot, as its owner sets it (0: the task's own length, "
+                           "the simulator's); a step cap (max_steps) still shortens it", (0, 1_000_000)),
     "sim_node": Param("sim_node", "node whose seed/episode/max_steps parameters are set before each reset; "
                       "'' = none (real robot)"),
     "reset_service": Param("sim/reset", "Trigger service that starts an episode; '' = none (real robot: the "
@@ -144,7 +146,8 @@ class LearnerNode(Node):
             self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
 
         self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "",
-                                  observation_timeout_s=float(p["observation_timeout"]), log=self.get_logger().info)
+                                  observation_timeout_s=float(p["observation_timeout"]),
+                                  episode_steps=int(p["episode_steps"]), log=self.get_logger().info)
         self.active: ActiveEpisode | None = None
         self.bad_messages = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()

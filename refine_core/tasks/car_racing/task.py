@@ -18,6 +18,13 @@ Three descriptions (see `refine_core.tasks.spec`):
 - "legacy_published": the published variant as first worded, which also named the physics
   ("Gymnasium CarRacing physics"); kept so the runs recorded with it replay with the words they
   were sent, never a default.
+- "robot_owner": what the owner of `rc_car_real` (a small car with one motor behind a speed
+  controller, Ackermann steering, odometry, and a camera read by a road detector) writes about
+  the task on that car: where each input comes from (the detector's road segments, the
+  odometry, the motor's ERPM on all four wheel readings), the units the bridge gives them in,
+  the commands in m/s and rad, how the owner judges success and how long a live episode lasts.
+  No simulator or library name, no reward and no metric line: a robot measures none. The real
+  profiles choose it.
 """
 
 from __future__ import annotations
@@ -30,7 +37,14 @@ import numpy as np
 
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.car_racing import ENTRY
-from refine_core.tasks.spec import LEGACY_VARIANT, ActionSpec, InputSpec, MetricSpec, TaskSpec
+from refine_core.tasks.spec import (
+    LEGACY_VARIANT,
+    ROBOT_OWNER_VARIANT,
+    ActionSpec,
+    InputSpec,
+    MetricSpec,
+    TaskSpec,
+)
 
 ENV_ID = ENTRY.env_id
 EPISODE_STEPS = ENTRY.max_episode_steps
@@ -94,6 +108,39 @@ rear wheels), brake in [0, 1] (0.9 or more locks the wheels). The steering turns
 rate; full gas in a bend makes the rear wheels slip and the car spin out.
 """
 
+ROBOT_OWNER_DESCRIPTION = """\
+My small RC car has to drive laps of a closed track laid out on the floor: a road 0.3 m wide
+with grass on either side, kerbs marking the sharp bends. The car is about 0.10 m long (7 cm
+wheelbase); one motor drives the rear wheels through a speed controller that holds the speed I
+command, and the front wheels steer. The goal is to complete the lap (the whole track, back
+over the start line) as fast as possible without leaving the road. Every episode starts with
+the car at rest on the start line, facing along the road.
+Commands and readings run at 50 per second; an episode lasts 40 s (2000 steps), and I count it
+a success when the car completes the lap within it. The road detector needs to see the road:
+when the camera loses it, the readings stop, the car is stopped and after 5 s the episode ends.
+"""
+
+_OWNER_INPUTS = {
+    "tiles": "From the car's forward-looking camera: a road detector finds the road's centre line and gives the "
+             "12 road segments ahead of the car, nearest first, about 0.08 m apart. Units: the road is 0.4 wide "
+             "in these units (1 unit = 0.75 m), so |x| = 0.2 is its edge. Per segment (x, y, theta, border): x = "
+             "lateral position of the car relative to the segment's centre line, positive when the car is left of "
+             "it; y = position of the car along the road relative to the segment's centre, negative while the "
+             "segment lies ahead; theta = heading of the segment relative to the car's, rad, positive when the "
+             "road turns left; border = 1 where the segment is a sharp bend marked with kerbs, else 0.",
+    "indicators": "(speed, heading, angular_velocity, wheel_fl, wheel_fr, wheel_rl, wheel_rr): speed from the "
+                  "odometry, m/s x 0.444 (the car's 1 m/s limit reads 0.444); heading: the car's yaw from its "
+                  "odometry relative to its heading on the start line, divided by pi (in [-1, 1], "
+                  "counter-clockwise positive); angular velocity: the yaw rate from the odometry, rad/s, "
+                  "counter-clockwise positive; then four wheel readings, all four the same: the motor's speed "
+                  "from its electrical RPM, on the speed's scale (it drives both rear wheels: when they spin it "
+                  "reads more than the speed).",
+}
+_OWNER_ACTIONS = {
+    "steer": "steering angle as a fraction of 0.34 rad; negative steers left",
+    "gas": "speed: the motor's controller holds max(gas - brake, 0) x 1 m/s",
+    "brake": "subtracts from gas in that speed; the car never reverses",
+}
 
 # What each variant says about the inputs and actions (the description above carries the rest).
 _PUBLISHED_INPUTS = {
@@ -120,6 +167,7 @@ _VARIANTS = {
                   "the return: the sum of the rewards over the episode"),
     "detailed": (DETAILED_DESCRIPTION, _DETAILED_INPUTS, _DETAILED_ACTIONS,
                  "the return: the sum of the rewards over the episode"),
+    ROBOT_OWNER_VARIANT: (ROBOT_OWNER_DESCRIPTION, _OWNER_INPUTS, _OWNER_ACTIONS, ""),
     LEGACY_VARIANT: (LEGACY_PUBLISHED_DESCRIPTION, _PUBLISHED_INPUTS, _PUBLISHED_ACTIONS,
                      "the return: the sum of the rewards over the episode"),
 }

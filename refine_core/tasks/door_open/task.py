@@ -19,6 +19,13 @@ Three descriptions (see `refine_core.tasks.spec`):
   arm, gave action ranges, a reward sentence without the grasp, bonus and time terms, and a
   metric line); kept so the runs recorded with it replay with the words they were sent, never
   a default.
+- "robot_owner": what the owner of `arm_real` (an arm behind a Cartesian servo, a parallel
+  gripper, a fiducial tag on the handle tracked by a fixed camera) writes about the task on
+  that arm: where each feature comes from (the tool from TF, the handle from the tag, which the
+  gripper can hide near the handle, the target the owner set), the base frame and its units,
+  the commands in m/s, the door as the owner sees it, how the owner judges success, and how
+  long a live episode lasts. No simulator, robot-model or library name, no reward and no
+  metric line: a robot measures none. The real profiles choose it.
 
 The task's protocol, whatever the variant: the demonstration is the scripted expert's episode
 on seed 500, outside every seed group the runs and tables use (evaluation 0-9, selection
@@ -37,7 +44,14 @@ import numpy as np
 from refine_core.tasks.base import Expert, Task
 from refine_core.tasks.door_open import ENTRY
 from refine_core.tasks.door_open.env import EPISODE_STEPS, min_handle_target_distance
-from refine_core.tasks.spec import LEGACY_VARIANT, ActionSpec, InputSpec, MetricSpec, TaskSpec
+from refine_core.tasks.spec import (
+    LEGACY_VARIANT,
+    ROBOT_OWNER_VARIANT,
+    ActionSpec,
+    InputSpec,
+    MetricSpec,
+    TaskSpec,
+)
 
 ENV_ID = ENTRY.env_id
 DEMO_SEED = 500
@@ -107,6 +121,25 @@ gripper in [0, 1], 1 = open, 0 = closed.
 Episodes last 500 steps and do not end on success.
 """
 
+ROBOT_OWNER_DESCRIPTION = """\
+My robot arm has to open a door by its handle. The arm moves its tool (pointing down, its
+orientation held) at the velocity I command, and its parallel gripper opens and closes. The
+door turns about a vertical hinge on its edge to the arm's left, about 0.4 m from the handle,
+and opens towards the arm: the handle, a horizontal bar on the door's face, swings along that
+circle towards the arm and to the left. Every episode starts with the door closed and the arm
+at its home pose with the gripper open. I count the door as open once the handle has come
+within 8 cm of the target point along y.
+Commands and readings run at 50 per second; an episode lasts 20 s (1000 steps).
+Frames and units: metres in the arm's base frame, x forward from the arm towards the door, y to
+the arm's left, z up.
+Observation `features` (39,): tool x, y, z (0-2), from the arm's joint encoders; gripper
+opening (3), from its finger joint: 1 fully open, 0 closed (in between when it closes on
+something); handle x, y, z (4-6) and orientation quaternion x, y, z, w (7-10), from a fiducial
+tag on the handle that a fixed camera tracks: near the handle the gripper can hide the tag,
+and the last sighting is then repeated, for up to 1.5 s; always zero (11-17); the same 18 values
+one step earlier (18-35; at the first step the current ones); the target (36-38): where I want
+the handle to be when the door is open, the same in every episode.
+"""
 
 # Under the published description features 4-6 are "the door's" coordinates: the analyst's
 # column names must say so too (stored names are unchanged, see refine_core.tasks.spec).
@@ -130,6 +163,18 @@ _VARIANTS = {
         "actions": ("gripper motion along x (about 1 cm per step at 1)", "gripper motion along y",
                     "gripper motion along z", "gripper command: 1 open, 0 closed"),
         "metric": "the smallest distance (m), over the episode, between the handle (4-6) and the target (36-38)",
+        "columns": (),
+        "ranges": True,
+    },
+    ROBOT_OWNER_VARIANT: {
+        "description": ROBOT_OWNER_DESCRIPTION,
+        "features": "The door observation on my arm; its feature layout is given above.",
+        "actions": ("tool velocity along x, as a fraction of 0.1 m/s (the arm's speed limit per axis)",
+                    "tool velocity along y, as a fraction of 0.1 m/s",
+                    "tool velocity along z, as a fraction of 0.1 m/s",
+                    "gripper: 1 open, 0 closed; the gripper moves to that opening (a new goal only when the "
+                    "command changes by more than 5 %)"),
+        "metric": "",
         "columns": (),
         "ranges": True,
     },
