@@ -67,6 +67,8 @@ class Guard:
     trips: int = 0
     tripped: bool = False
     last_stop: float = -math.inf
+    last_tick: float | None = None
+    deferred: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.timeout) and self.timeout > 0):
@@ -80,6 +82,15 @@ class Guard:
             self.stops_due, self.tripped = 0, False
 
     def tick(self, now: float) -> bool:
+        # A tick that comes late means this process itself was not running, and the commands that
+        # arrived meanwhile are still queued behind the timer: judge after reading them, one tick
+        # later, but never defer two ticks in a row (a guard starved on every tick still stops).
+        stalled = self.last_tick is not None and now - self.last_tick > self.timeout / 2
+        self.last_tick = now
+        if stalled and not self.tripped and not self.deferred:
+            self.deferred = True
+            return False
+        self.deferred = False
         if not self.tripped and self.last_moving and self.last_heard is not None \
                 and now - self.last_heard > self.timeout:
             self.stops_due, self.tripped = self.repeats, True
