@@ -139,3 +139,15 @@ def test_console_script_exit_status(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"refine record: error: unknown task 'nope'; known tasks: {', '.join(task_names())}"
     ]
+
+
+def test_the_demo_replays_the_median_published_run_when_it_is_there(tmp_path):
+    from refine_ros.commands.demo import SHOWN_RUN, recorded_transcript
+
+    for name in ("a-demo-access-run", SHOWN_RUN):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "transcript.jsonl").write_text("{}\n")
+    assert recorded_transcript(tmp_path) == tmp_path / SHOWN_RUN / "transcript.jsonl"
+    (tmp_path / SHOWN_RUN / "transcript.jsonl").unlink()
+    assert recorded_transcript(tmp_path) == tmp_path / "a-demo-access-run" / "transcript.jsonl"
+    assert recorded_transcript(tmp_path / "none") is None

@@ -16,6 +16,9 @@ import argparse
 from pathlib import Path
 
 RECORDED_RUNS = Path("results") / "llm" / "door_open"
+SHOWN_RUN = "published-zero-shot-1"
+"""The run the demo replays when it is there: the median of the runs that had only the published
+information and rollout-only diagnostics, so the demo shows the method as published, not a variant."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -23,8 +26,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                     "through the ROS 2 nodes, then report")
     p.add_argument("--run", type=Path, default=Path("runs/demo"), metavar="DIR")
     p.add_argument("--transcript", type=Path, default=None, metavar="FILE",
-                   help=f"a recorded LLM run's transcript to replay (default: the first of "
-                        f"{RECORDED_RUNS}/*/transcript.jsonl)")
+                   help=f"a recorded LLM run's transcript to replay (default: {RECORDED_RUNS}/{SHOWN_RUN}, "
+                        f"else the first of {RECORDED_RUNS}/*/transcript.jsonl)")
     p.add_argument("--offline", action="store_true",
                    help="run the offline analyst (rule-based, not an LLM) instead of a recorded LLM run")
     p.add_argument("--max-rounds", "--rounds", dest="max_rounds", type=int, default=None,
@@ -36,7 +39,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def recorded_transcript(folder: Path = RECORDED_RUNS) -> Path | None:
-    """The first recorded LLM run's transcript under `folder`, if any."""
+    """The shown run's transcript under `folder`, else the first recorded one, if any."""
+    if (folder / SHOWN_RUN / "transcript.jsonl").is_file():
+        return folder / SHOWN_RUN / "transcript.jsonl"
     found = sorted(folder.glob("*/transcript.jsonl"))
     return found[0] if found else None
 
