@@ -309,15 +309,23 @@ class GraphPolisher:
 
     def polish(self, bundle: PolicyBundle, settings: dict, *, run_id: int, round: int,
                on_update: Callable[[dict], None] | None = None) -> PolishOutcome:
-        heard, last_note = [0], [time.monotonic()]
+        heard, last_note, lock = [0], [time.monotonic()], threading.Lock()
 
-        def feedback(msg: Any) -> None:
-            if msg.record_json and msg.update > heard[0]:
-                heard[0] = msg.update
-                record = json.loads(msg.record_json)
+        def deliver(record: dict) -> bool:
+            """Each update once, in order: from its feedback, or from the result's curve."""
+            with lock:
+                if int(record["update"]) <= heard[0]:
+                    return False
+                heard[0] = int(record["update"])
                 if on_update is not None:
                     on_update(record)
-                self.log(update_line(record, msg.updates_planned, msg.resets_done, msg.resets_planned))
+                return True
+
+        def feedback(msg: Any) -> None:
+            if msg.record_json:
+                record = json.loads(msg.record_json)
+                if deliver(record):
+                    self.log(update_line(record, msg.updates_planned, msg.resets_done, msg.resets_planned))
             elif time.monotonic() - last_note[0] >= self.note_every_s:
                 last_note[0] = time.monotonic()
                 self.log(f"RL: {protocol.RL_PHASES[msg.phase].replace('_', ' ')}, {msg.resets_done} of "
@@ -327,6 +335,8 @@ class GraphPolisher:
         status, result = self.link.ask(self.link.rl_client, goal, f"run RL ({settings.get('reset_budget')} resets)",
                                        feedback)
         kept, report, error = protocol.read_rl_result(result)
+        for record in report.get("curve", []):  # feedback is a topic: its last message may come after the result
+            deliver(record)
         if status == GoalStatus.STATUS_CANCELED:
             return PolishOutcome(None, report, f"RL was cancelled on the learner{f' ({error})' if error else ''}")
         if error is not None or status != GoalStatus.STATUS_SUCCEEDED:
