@@ -211,7 +211,8 @@ class PolishOutcome:
 class Polisher(Protocol):
     def polish(self, bundle: PolicyBundle, settings: dict, *, run_id: int, round: int,
                on_update: Callable[[dict], None] | None = None) -> PolishOutcome:
-        """RL from the fitted `bundle` with `learn.rl.RLConfig(**settings)`; `on_update`
+        """RL from the fitted `bundle` with the polisher's preset changed by `settings`
+        (`learn.rl.RLConfig` fields, `reset_budget` among them); `on_update`
         hears every update's record as it is made. Never raises for a policy that fails: the
         outcome carries the error."""
         ...
@@ -222,6 +223,8 @@ class LocalPolisher:
     """RL in this process: `train_rl`'s lockstep groups of the task's Gymnasium env."""
 
     task: Task
+    preset: str = "ours"
+    """The named RL settings `settings` change (`learn.rl.PRESETS`)."""
     progress: bool = False
 
     def polish(self, bundle: PolicyBundle, settings: dict, *, run_id: int, round: int,
@@ -229,5 +232,6 @@ class LocalPolisher:
         from refine_core.learn.rl import RLConfig, train_rl
 
         policy = bundle.build(self.task.spec)
-        report = train_rl(self.task, policy, RLConfig(**settings), progress=self.progress, on_update=on_update)
+        config = RLConfig.preset(self.preset, **settings)
+        report = train_rl(self.task, policy, config, progress=self.progress, on_update=on_update)
         return PolishOutcome(PolicyBundle.from_module(bundle.source, policy), report.to_dict())

@@ -112,8 +112,11 @@ class RefineConfig:
     """`learn.il.ILConfig` overrides for every fit."""
     rl_resets: int = 0
     """Environment resets for RL on the best round after refinement (0 = no RL)."""
+    rl_preset: str = field(default="ours", metadata={"choices": ("ours", "published")})
+    """That RL's named settings (`learn.rl.PRESETS`): "ours", the product default (trust region,
+    checkpoints accepted in the deployed mode), or "published" (METHOD.md exactly)."""
     rl: dict = field(default_factory=dict)
-    """`learn.rl.RLConfig` overrides for that RL."""
+    """`learn.rl.RLConfig` overrides for that RL, over the preset."""
     sandbox_timeout_s: float = 120.0
     """Wall-clock limit for one diagnostics script."""
     fit_timeout_s: float = 600.0
@@ -243,7 +246,7 @@ def refine(task: Task, analyst: Analyst, db: RunDatabase, config: RefineConfig |
                                     config.fit_validation_s),
               episodes or LocalEpisodes(task, config.action_mode, config.workers, config.max_steps,
                                         config.expert_labels, progress=None if config.verbose else False),
-              polisher or LocalPolisher(task, progress=config.verbose),
+              polisher or LocalPolisher(task, config.rl_preset, progress=config.verbose),
               run_id, demonstration(db, run_id, task, config))
     state = records.resume_state(db, run_id, higher)
     result = RefineResult(run_id, list(state.rounds), state.best)
@@ -461,7 +464,9 @@ def polish_with_rl(run: Run, best: RoundRecord, index: int) -> RoundRecord:
     run.seconds = {}
     bundle = PolicyBundle(best.program, run.db.round_weights(run.run_id, best.round))
     with run.timed("rl"):  # every update's record lands as it is made (a killed RL keeps them)
-        outcome = run.polisher.polish(bundle, {"reset_budget": config.rl_resets, **config.rl}, run_id=run.run_id,
+        settings = {"reset_budget": config.rl_resets, **({"max_steps": config.max_steps} if config.max_steps else {}),
+                    **config.rl}
+        outcome = run.polisher.polish(bundle, settings, run_id=run.run_id,
                                       round=index, on_update=lambda record: run.db.log_rl_update(run.run_id, index,
                                                                                                  record))
     if outcome.bundle is None:  # RL could not run (e.g. a robot that measures no reward): a failed round, said

@@ -372,6 +372,7 @@ def test_rl_after_refinement_is_a_committed_round_of_its_own(tmp_path):
     rounds = db.rounds(result.run_id)
     assert [r["decision"] for r in rounds][-1] == "rl" and len(rounds) == 2
     assert rounds[1]["fit_report"]["from_round"] == 0 and rounds[1]["fit_report"]["rl"]["resets"] == 4
+    assert all(c["steps_mean"] <= 30 for c in rounds[1]["fit_report"]["rl"]["curve"]), "the run's step cap holds"
     assert rounds[1]["program"] == rounds[0]["program"], "RL keeps the structure"
     assert db.round_weights(result.run_id, 1).keys() == db.round_weights(result.run_id, 0).keys()
     assert set(db.episodes(result.run_id, 1)["kind"]) == {"selection", "eval"}

@@ -27,6 +27,7 @@ from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
 from refine_ros.nodes.learner_node import LearnerNode
+from refine_ros.params import StartRefused
 from refine_ros.wire import protocol, qos
 from refine_ros.wire.messages import pack_step
 from refine_ros_interfaces.action import FitProgram, RunRollout
@@ -274,11 +275,19 @@ def test_analysis_node_refuses_an_unknown_analyst(context, run_dir):
             Parameter("run_dir", value=str(run_dir)), Parameter("analyst", value="oracle")])
 
 
-def test_analysis_node_refuses_rl_on_a_robot(context, run_dir):
-    with pytest.raises(ValueError, match="simulator"):
+@pytest.mark.parametrize(("rl", "said"), [
+    ({"rl": '{"group_sise": 2}'}, "group_sise not RLConfig fields"),
+    ({"rl": "group_size: 2"}, "not JSON"),
+    ({"rl_preset": "fast"}, "preset must be one of"),
+    ({"rl_resets": 10}, "reset_budget >= group_size"),
+])
+def test_analysis_node_refuses_rl_settings_before_the_run(context, run_dir, rl, said):
+    """RL runs on a robot too (a learner goal, tests in test_ros_rl.py); settings RLConfig
+    refuses stop the node at its start, not after the run's rounds."""
+    with pytest.raises(StartRefused, match=said):
         AnalysisNode(context=context, parameter_overrides=[
             Parameter("run_dir", value=str(run_dir)), Parameter("demonstration", value="recorded"),
-            Parameter("rl_resets", value=40)])
+            *(Parameter(name, value=value) for name, value in {"rl_resets": 40, **rl}.items())])
 
 
 # ------------------------------------------------------------------------- the protocol, no DDS

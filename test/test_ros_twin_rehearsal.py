@@ -2,14 +2,15 @@
 commands run it, with small step caps: a take teleoperated through the safety node (`refine
 up arm_real_record_demo --twin`, a gamepad held with the dead-man down, demo/start, demo/stop,
 demo/label true, demo/keep), then `refine up arm_real --twin` fits that take, runs a round and its live
-episodes on the twin, each after the operator's confirmation, with the safety node in the
-path; the same for the car (`rc_car_real`, the track detector reading the twin's camera).
+episodes on the twin, then post-refinement RL (learner/run_rl), each episode after the
+operator's confirmation, with the safety node in the path; the same for the car (`rc_car_real`, the track detector reading the twin's camera).
 Every node is a process of its own (`refine up --processes`, as the checklist runs it); the
 gamepad and the operator are this test. `tools/rehearse_twin.py` runs the full-size version
 (two takes, two rounds, the task's episode length)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,9 @@ from refine_ros.teleop.maps import BUTTON_LEFT_SHOULDER, LEFT_Y  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 STEPS = 10
+RL = {"group_size": 2, "window": 5, "select_every": 1, "selection_episodes": 1}
+"""Post-refinement RL after the round, at its smallest: one update of two episodes, the policy
+scored on one selection episode before and after it (four operator resets)."""
 ROBOTS = {
     # profile, the stick held, (action index, its value through the safety node), the
     # observation feature that must grow while the robot moves and by how much, the teleop's
@@ -100,7 +104,8 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
 
         # 2. a refinement round and its live episodes on the twin, each confirmed by the operator
         pad.hold(axes={i: 0.0 for i in stick}, buttons={deadman: 0, **autonomy})
-        refine = _up(profile, run_dir, "--max-rounds", "1", "--diagnostic-episodes", "1", "--max-steps", str(STEPS))
+        refine = _up(profile, run_dir, "--max-rounds", "1", "--diagnostic-episodes", "1", "--max-steps", str(STEPS),
+                     "--set", "analysis_node.rl_resets=2", "--set", f"analysis_node.rl='{json.dumps(RL)}'")
         procs.append(refine)
         assert confirm.wait_for_service(timeout_sec=120.0), "the safety node never came up"
         deadline = time.monotonic() + 400.0
@@ -121,7 +126,7 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
         operator.destroy_node()
     with RunDatabase(run_dir) as db:
         run_id = db.latest_run()["id"]
-        (round0,) = db.rounds(run_id)
+        round0, rl = db.rounds(run_id)
         assert round0["status"] == "committed", round0
         assert round0["fit_report"]["n_train"] + round0["fit_report"]["n_val"] == demo["steps"]
         episodes = db.episodes(run_id, 0)
@@ -133,3 +138,18 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
         # live on the twin: the safety node sent commands (a few may reach the logger too late
         # to be paired with their step on a loaded machine, as in the lifecycle test)
         assert safe.notna().all(axis=1).mean() >= 0.8, safe
+
+        # 3. RL after the round: a robot publishes no reward. The door's metric is measured from
+        # the arm's observations, so RL learns from it, each of its episodes live on the twin
+        # after the operator's confirmation; the car's is not, so RL is refused before any reset.
+        assert rl["decision"] == "rl", rl
+        driven = db.episodes(run_id, rl["round"])
+        if task.metric_from_observations:
+            assert rl["status"] == "committed", rl
+            assert rl["fit_report"]["rl"]["resets"] == 2 and rl["fit_report"]["rl"]["selection_resets"] == 2
+            assert sorted(zip(driven["kind"], driven["steps"], strict=True)) == [
+                ("rl", STEPS), ("rl", STEPS), ("rl_selection", STEPS), ("rl_selection", STEPS), ("selection", STEPS)]
+            assert (driven["complete"] == 1).all(), driven
+        else:
+            assert rl["status"] == "failed" and "not measured from its observations" in rl["error"], rl
+            assert driven.empty, "RL spent operator resets before it was refused"

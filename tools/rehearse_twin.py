@@ -5,7 +5,8 @@ What a person does at the robot, done by a script so that the whole workflow can
 held with the dead-man button down, demo/start, demo/stop, demo/label true, demo/keep; the
 twin put back between takes as a person resets the scene), then `refine up <profile> --twin
 --processes` fits them and runs `--rounds` refinement rounds whose episodes run live on the
-twin, each confirmed by the operator, the twin reset after each. Every node is its own process;
+twin, each confirmed by the operator, the twin reset after each (and, with `--rl-resets`,
+post-refinement RL's episodes the same way). Every node is its own process;
 the gamepad (sensor_msgs/Joy on /joy) and the operator's service calls are this process.
 
     python tools/rehearse_twin.py --robot arm --run runs/arm_twin
@@ -217,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                         "the profile's)")
     parser.add_argument("--max-steps", type=int, default=None, help="step cap of every episode (default: the "
                         "task's episode length)")
+    parser.add_argument("--rl-resets", type=int, default=0, help="post-refinement RL after the rounds, as the learner's "
+                        "goal: its training episodes, each confirmed like any other (0: none)")
+    parser.add_argument("--rl-settings", default="", help="RLConfig fields over the RL preset, a JSON object")
     args = parser.parse_args(argv)
     profile, twin, stick, task = rehearsal(args.robot)
     args.run.mkdir(parents=True, exist_ok=True)
@@ -236,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"the recorder ended with {record.returncode}: see {args.run / 'record.log'}")
         t_recorded = time.monotonic()
         caps = [*(("--diagnostic-episodes", str(args.episodes)) if args.episodes is not None else ()),
-                *(("--max-steps", str(args.max_steps)) if args.max_steps is not None else ())]
+                *(("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()),
+                *(("--set", f"analysis_node.rl_resets={args.rl_resets}") if args.rl_resets else ()),
+                *(("--set", f"analysis_node.rl='{args.rl_settings}'") if args.rl_settings else ())]
         op.drive_autonomously()
         refine = _up(profile, args.run, args.run / "refine.log", "--max-rounds", str(args.rounds), *caps)
         procs.append(refine)

@@ -1,5 +1,6 @@
-"""`refine_core.loop.refine`'s two seams implemented over DDS: the learner node fits programs
-and drives episodes, the rollout logger writes every step into the run database.
+"""`refine_core.loop.refine`'s seams implemented over DDS: the learner node fits programs, drives
+episodes and runs post-refinement RL on them, the rollout logger writes every step into the run
+database.
 
 Why this shape: the analysis node runs the very same `refine()` as `refine run`; only *where*
 a program is fitted and *who* steps the simulator or the robot differ, and those are exactly
@@ -22,6 +23,8 @@ the run with that reason.
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
 import uuid
@@ -37,7 +40,7 @@ from rclpy.node import Node
 from std_srvs.srv import Trigger
 from unique_identifier_msgs.msg import UUID
 
-from refine_core.backends import FitOutcome, Rollouts, group_metrics
+from refine_core.backends import FitOutcome, PolishOutcome, Rollouts, group_metrics
 from refine_core.policy.bundle import PolicyBundle
 from refine_core.rollout.demo import Demonstration
 from refine_core.rollout.plan import PlannedEpisode
@@ -45,7 +48,7 @@ from refine_core.store.db import RunDatabase
 from refine_core.store.records import EpisodeRecord
 from refine_ros.wire import protocol
 from refine_ros.wire.goals import GoalStatuses
-from refine_ros_interfaces.action import FitProgram, RunRollout
+from refine_ros_interfaces.action import FitProgram, RunRl, RunRollout
 
 GONE_AFTER_S = 30.0
 """How long the learner may be absent from the graph before a wait gives up."""
@@ -64,7 +67,7 @@ class GraphError(RuntimeError):
 
 
 class LearnerLink:
-    """The analysis node's end of the two actions: send a goal, wait for its result."""
+    """The analysis node's end of the learner's actions: send a goal, wait for its result."""
 
     def __init__(self, node: Node, closing: threading.Event) -> None:
         self.node = node
@@ -72,9 +75,11 @@ class LearnerLink:
         group = ReentrantCallbackGroup()
         self.fit_client = ActionClient(node, FitProgram, protocol.FIT_ACTION, callback_group=group)
         self.rollout_client = ActionClient(node, RunRollout, protocol.ROLLOUT_ACTION, callback_group=group)
+        self.rl_client = ActionClient(node, RunRl, protocol.RL_ACTION, callback_group=group)
         self.flush_client = node.create_client(Trigger, "logger/flush", callback_group=group)
         self._followed = {client: (action, GoalStatuses(node, name, group)) for client, action, name in (
-            (self.fit_client, FitProgram, protocol.FIT_ACTION), (self.rollout_client, RunRollout, protocol.ROLLOUT_ACTION))}
+            (self.fit_client, FitProgram, protocol.FIT_ACTION), (self.rollout_client, RunRollout, protocol.ROLLOUT_ACTION),
+            (self.rl_client, RunRl, protocol.RL_ACTION))}
 
     def ask(self, client: ActionClient, goal: Any, what: str, feedback: Callable[[Any], None] | None = None
             ) -> tuple[int, Any]:
@@ -287,3 +292,63 @@ class GraphEpisodes:
         stored = row is not None and row["complete"] is not None and int(row["steps"] or 0) >= int(ep.get("steps", 0))
         summary = {**ep["summary"], "seed": ep["seed"]}
         return EpisodeRecord(ep["kind"], ep["index"], ep["seed"], summary, None, ep.get("error"), stored=stored)
+
+
+@dataclass
+class GraphPolisher:
+    """Post-refinement RL as the learner's `learner/run_rl` goal: its episodes run on the sim node
+    or the robot (on a robot, each after the operator's confirmation: RL's resets are operator
+    resets), and every update's record comes back as feedback while it runs, so the database
+    holds them as they are made and the log says how RL is doing. A cancelled goal (any action
+    client may cancel it) ends RL as a failed round that keeps those records."""
+
+    link: LearnerLink
+    preset: str = "ours"
+    log: Callable[[str], None] = print
+    note_every_s: float = 15.0
+
+    def polish(self, bundle: PolicyBundle, settings: dict, *, run_id: int, round: int,
+               on_update: Callable[[dict], None] | None = None) -> PolishOutcome:
+        heard, last_note, lock = [0], [time.monotonic()], threading.Lock()
+
+        def deliver(record: dict) -> bool:
+            """Each update once, in order: from its feedback, or from the result's curve."""
+            with lock:
+                if int(record["update"]) <= heard[0]:
+                    return False
+                heard[0] = int(record["update"])
+                if on_update is not None:
+                    on_update(record)
+                return True
+
+        def feedback(msg: Any) -> None:
+            if msg.record_json:
+                record = json.loads(msg.record_json)
+                if deliver(record):
+                    self.log(update_line(record, msg.updates_planned, msg.resets_done, msg.resets_planned))
+            elif time.monotonic() - last_note[0] >= self.note_every_s:
+                last_note[0] = time.monotonic()
+                self.log(f"RL: {protocol.RL_PHASES[msg.phase].replace('_', ' ')}, {msg.resets_done} of "
+                         f"{msg.resets_planned} episodes")
+
+        goal = protocol.rl_goal(run_id, round, bundle, settings, self.preset)
+        status, result = self.link.ask(self.link.rl_client, goal, f"run RL ({settings.get('reset_budget')} resets)",
+                                       feedback)
+        kept, report, error = protocol.read_rl_result(result)
+        for record in report.get("curve", []):  # feedback is a topic: its last message may come after the result
+            deliver(record)
+        if status == GoalStatus.STATUS_CANCELED:
+            return PolishOutcome(None, report, f"RL was cancelled on the learner{f' ({error})' if error else ''}")
+        if error is not None or status != GoalStatus.STATUS_SUCCEEDED:
+            return PolishOutcome(None, report, error or f"the learner's RL ended with status {status}")
+        return PolishOutcome(kept, report)
+
+
+def update_line(record: dict, updates: int, done: int, planned: int) -> str:
+    """One RL update as the analysis node logs it: what it did and where the run stands."""
+    line = (f"RL update {record['update']} of {updates}: sampled return {record.get('return_mean', math.nan):.4g}, "
+            f"KL {record.get('kl', math.nan):.2g}")
+    selection = record.get("selection_metric", math.nan)
+    if not math.isnan(selection):
+        line += f", selection {selection:.4g}" + (" (accepted)" if record.get("selection_accepted") else "")
+    return f"{line}; {done} of {planned} episodes"

@@ -47,9 +47,9 @@ from refine_core.run_setup import (
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
-from refine_ros.loop.graph import GraphEpisodes, GraphError, GraphFitter, LearnerLink
+from refine_ros.loop.graph import GraphEpisodes, GraphError, GraphFitter, GraphPolisher, LearnerLink
 from refine_ros.nodes._main import run_node
-from refine_ros.params import Param, declare_parameters, values
+from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.teleop.recording import how_to_record
 from refine_ros.wire import protocol, qos
 from refine_ros_interfaces.msg import RunStatus
@@ -99,8 +99,13 @@ PARAMETERS: dict[str, Param] = {
                            "the run says so"),
     "demo_takes": Param(_DEFAULT.demo_takes, "the recorded takes every fit uses: '' = all the run's takes, "
                         "concatenated take after take; '0,2' = those takes"),
-    "rl_resets": Param(_DEFAULT.rl_resets, "resets of post-refinement RL on the best round, in the task's "
-                       "simulator (0 = none; refused with demonstration=recorded)", (0, 1_000_000)),
+    "rl_resets": Param(_DEFAULT.rl_resets, "training episodes of post-refinement RL on the best round, driven by the "
+                       "learner (learner/run_rl) on the sim node or the robot, where each is an operator reset "
+                       "(0 = none)", (0, 1_000_000)),
+    "rl_preset": Param(_DEFAULT.rl_preset, "that RL's named settings: ours (the default: trust region, checkpoints "
+                       "accepted in the deployed mode) | published (METHOD.md exactly)"),
+    "rl": Param("", "RLConfig fields over the preset, as a JSON object ('' = none), e.g. "
+                '{"group_size": 10}'),
     "sandbox_timeout_s": Param(_DEFAULT.sandbox_timeout_s, "seconds one diagnostics script may run", (1.0, 86400.0),
                                aliases=("sandbox_timeout",)),
     "robot": Param("", "the robot profile this run drives ('' = a simulator): a run without its demonstration "
@@ -135,6 +140,8 @@ class AnalysisNode(Node):
         self.start = (start_from_file(str(p["start_program"])) if str(p["start_program"])
                       else recorded_start(replayed))
         self.run_dir = Path(str(p["run_dir"]))
+        with refusing(self):
+            rl = _rl_settings(str(p["rl_preset"]), str(p["rl"]), int(p["rl_resets"]))
         self.config = RefineConfig(
             max_rounds=int(p["max_rounds"]), max_attempts=int(p["max_attempts"]),
             max_test_requests=int(p["max_test_requests"]), diagnostic_episodes=int(p["diagnostic_episodes"]),
@@ -144,10 +151,8 @@ class AnalysisNode(Node):
             diagnostics_see_demo=_switch(str(p["diagnostics_see_demo"]), (replayed or {}).get("diagnostics_see_demo")),
             expert_labels=bool(p["expert_labels"]), demonstration=str(p["demonstration"]),
             demo_takes=str(p["demo_takes"]), best_round_by=str(p["best_round_by"]),
-            rl_resets=int(p["rl_resets"]), sandbox_timeout_s=float(p["sandbox_timeout_s"]))
-        if self.config.rl_resets and self.config.demonstration == "recorded":
-            raise ValueError("rl_resets > 0 trains in the simulator; a robot profile (demonstration=recorded) "
-                             "cannot use it")
+            rl_resets=int(p["rl_resets"]), rl_preset=str(p["rl_preset"]), rl=rl,
+            sandbox_timeout_s=float(p["sandbox_timeout_s"]))
         self.analyst = make_analyst(analyst, transcript=transcript,
                                     max_test_requests=self.config.max_test_requests, replay_mode=str(p["replay_mode"]))
         self.config = resolve_defaults(self.config, self.task.spec, self.analyst)
@@ -183,8 +188,9 @@ class AnalysisNode(Node):
             fitter = GraphFitter(self.link, run_id=lambda: int(db.latest_run()["id"]), log=self.get_logger().info)
             episodes = GraphEpisodes(self.link, db, self.config.action_mode, self.config.max_steps,
                                      self.config.expert_labels, self.flush_timeout, log=self.get_logger().info)
+            polisher = GraphPolisher(self.link, self.config.rl_preset, log=self.get_logger().info)
             self.result = refine(self.task, self.analyst, db, self.config, fitter=fitter, episodes=episodes,
-                                 resume=True, on_round=self._on_round, start=self.start)
+                                 polisher=polisher, resume=True, on_round=self._on_round, start=self.start)
             self.stop_reason = self.result.stop_reason
             self._record_replay(db)
         except DemonstrationError as exc:  # the operator has not recorded one yet: say what to run
@@ -255,6 +261,17 @@ class AnalysisNode(Node):
         self.closing.set()
         self._thread.join(SHUTDOWN_WAIT_S)
         super().destroy_node()
+
+
+def _rl_settings(preset: str, text: str, resets: int) -> dict:
+    """The `rl` parameter as RLConfig fields, checked with `rl_preset` and `rl_resets`
+    now, so that a setting RLConfig refuses stops the node before the run, not after its rounds."""
+    try:
+        settings = protocol.rl_settings(text)
+        protocol.rl_config(preset, {**({"reset_budget": resets} if resets else {}), **settings})
+    except protocol.ProtocolError as exc:
+        raise StartRefused(f"analysis_node: rl_preset / rl / rl_resets: {exc}") from None
+    return settings
 
 
 def main(args: list[str] | None = None) -> None:

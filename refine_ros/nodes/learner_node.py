@@ -19,12 +19,16 @@ Why it is built this way:
   a rollout (`refine_ros.loop.rl_episodes`): on a robot every one of them waits for the
   operator's confirmation, so RL's resets are operator resets; its updates run on the worker
   thread between episodes, never on the control path. Feedback after every episode and update.
+  A robot publishes no reward: RL there learns from the task's metric when the task measures it
+  from its observations (the door), and is refused before the first operator reset otherwise.
 - One single-threaded executor spins the node: nothing busy-waits (an async execute callback
   awaiting the worker would be re-polled on every spin), so the control callbacks never queue
   behind a spinning thread for the GIL.
 - Episode counters are unique within the run (`protocol.episode_counter`), so the logger never
   joins two episodes whose messages are still in flight, and a late message can never produce
-  an action for the wrong episode.
+  an action for the wrong episode. A round may take several goals (RL's episodes, then the
+  rollout that evaluates its result): each goal's episodes continue the positions of the
+  round's earlier ones.
 - On a robot (`reset_service: ''`) an episode starts with its start event and ends after its
   step budget; with `wait_for_confirmation` it begins only once the safety node reports the
   operator's `safety/confirm_episode` (statuses received after the wait began count).
@@ -37,6 +41,7 @@ Topics and QoS: docs/ROS_INTERFACES.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import threading
@@ -150,6 +155,8 @@ class LearnerNode(Node):
                                   episode_steps=int(p["episode_steps"]), log=self.get_logger().info)
         self.active: ActiveEpisode | None = None
         self.bad_messages = 0
+        self._positions: dict[tuple[int, int], int] = {}
+        """Per (run, round), the next episode position: where that round's next goal starts."""
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._cancels: dict[bytes, threading.Event] = {}
         self._results: dict[bytes, tuple[Any, str]] = {}
@@ -316,10 +323,13 @@ class LearnerNode(Node):
 
         self._progress, self._current_goal = feedback, bytes(handle.goal_id.uuid)
         self._stop = _AnyOf(cancel, self._closing)
+        where = (request["run_id"], request["round"])
+        request["first_position"] = self._positions.get(where, 0)
         try:
             episodes, control = self.driver.run(request, runner, self._activate, self._stop, progress=feedback)
         finally:
             self._progress, self._current_goal, self._stop = _no_progress, b"", self._closing
+        self._positions[where] = request["first_position"] + len(episodes)
         if self._closing.is_set():
             self.get_logger().info(f"round {request['round']} interrupted; not answered")
             return None
@@ -340,6 +350,11 @@ class LearnerNode(Node):
 
         request = protocol.read_rl_goal(handle.request)
         config = request["config"]
+        if self.reset_client is None and not self.task.metric_from_observations:  # said before any operator reset
+            return protocol.rl_result(error=f"RL needs a reward: a robot publishes none, and {self.spec.name}'s "
+                                            f"metric ({self.spec.metric.name}) is not measured from its observations")
+        if config.max_steps is None and self.driver.episode_steps:  # RL's episodes are this robot's episodes
+            config = dataclasses.replace(config, max_steps=self.driver.episode_steps)
         try:
             bundle = protocol.decode_bundle(request["bundle"])
             policy = bundle.build(self.spec)
@@ -353,15 +368,17 @@ class LearnerNode(Node):
         def publish(phase: str | None = None) -> None:
             handle.publish_feedback(RunRl.Feedback(
                 phase=protocol.RL_PHASES.index(phase or state["phase"]), update=state["update"],
-                updates_planned=config.total_updates, resets_done=source.position, resets_planned=planned,
+                updates_planned=config.total_updates, resets_done=source.position - first, resets_planned=planned,
                 record_json=state["record"]))
 
         def episode_phase(phase: str, _done: int | None, _planned: PlannedEpisode) -> None:
             publish("waiting_for_operator" if phase == "waiting_for_operator" else None)
 
         stop = _AnyOf(cancel, self._closing)
-        source = EpisodeSource(self.task, self.driver, self._activate, stop, request["run_id"], request["round"],
-                               progress=episode_phase)
+        where = (request["run_id"], request["round"])
+        first = self._positions.get(where, 0)
+        source = EpisodeSource(self.task, self.driver, self._activate, stop, *where, progress=episode_phase,
+                               position=first)
         sample, score = DriverSampler(source), DriverScorer(source)
 
         def sampler(*args: Any) -> Any:
@@ -391,6 +408,7 @@ class LearnerNode(Node):
             return protocol.rl_result(error=str(exc))
         finally:
             self._progress, self._current_goal, self._stop = _no_progress, b"", self._closing
+            self._positions[where] = source.position
         if self._closing.is_set():
             return None
         self.get_logger().info(f"RL done in {time.monotonic() - started:.0f} s: {report.resets} training and "

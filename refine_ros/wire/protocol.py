@@ -37,7 +37,8 @@ RUN_STATUS = "refine/run_status"
 EPISODES_PER_ROUND = 1000
 """Episode counters of round r start at 1 + r * EPISODES_PER_ROUND: unique across the run, so
 the logger never joins two episodes whose messages are still in flight, and never 0 (the
-counter a hardware bridge uses before any episode started)."""
+counter a hardware bridge uses before any episode started). RL, the run's last round, may run
+past its thousand: no round follows it to collide with."""
 PHASES = ("preparing", "waiting_for_operator", "running")
 """RunRollout feedback phases, in the order of the action's constants."""
 RL_PHASES = ("sampling", "waiting_for_operator", "updating", "selecting")
@@ -171,23 +172,36 @@ def rl_goal(run_id: int, round_: int, bundle: PolicyBundle, settings: Mapping, p
 def read_rl_goal(goal: Any) -> dict:
     """{run_id, round, config (an RLConfig), bundle (undecoded bytes)}; a preset or a setting
     RLConfig refuses is a protocol error naming it."""
+    config = rl_config(goal.preset or "ours", rl_settings(goal.settings_json))
+    return {"run_id": int(goal.run_id), "round": int(goal.round), "config": config, "bundle": bytes(goal.bundle_npz)}
+
+
+def rl_settings(text: str) -> dict:
+    """RLConfig fields from a JSON object ('' = none), checked by name."""
+    from refine_core.learn.rl import RLConfig
+
+    if not text.strip():
+        return {}
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"RL settings are not JSON: {exc}") from None
+    if not isinstance(settings, dict):
+        raise ProtocolError("RL settings must be a JSON object of RLConfig fields")
+    unknown = sorted(set(settings) - set(RLConfig.__dataclass_fields__))
+    if unknown:
+        raise ProtocolError(f"RL settings: {', '.join(unknown)} not RLConfig fields")
+    return settings
+
+
+def rl_config(preset: str, settings: Mapping) -> Any:
+    """The RLConfig of a named preset with `settings` over it; refused values name themselves."""
     from refine_core.learn.rl import RLConfig
 
     try:
-        settings = json.loads(goal.settings_json) if goal.settings_json else {}
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"settings_json is not JSON: {exc}") from None
-    if not isinstance(settings, dict):
-        raise ProtocolError("settings_json must be a JSON object of RLConfig fields")
-    known = set(RLConfig.__dataclass_fields__)
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise ProtocolError(f"settings_json: {', '.join(unknown)} not RLConfig fields")
-    try:
-        config = RLConfig.preset(goal.preset or "ours", **settings)
+        return RLConfig.preset(preset, **settings)
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"RL settings refused: {exc}") from None
-    return {"run_id": int(goal.run_id), "round": int(goal.round), "config": config, "bundle": bytes(goal.bundle_npz)}
 
 
 def rl_result(*, error: str | None, report: Mapping | None = None, bundle: PolicyBundle | None = None) -> Any:
