@@ -104,8 +104,11 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
 
         # 2. a refinement round and its live episodes on the twin, each confirmed by the operator
         pad.hold(axes={i: 0.0 for i in stick}, buttons={deadman: 0, **autonomy})
+        # the program's sandboxed validation before a fit gets 120 s, not the learner's 20 s default:
+        # this test's machine also runs the twin, the graph and other tests on two cores
         refine = _up(profile, run_dir, "--max-rounds", "1", "--diagnostic-episodes", "1", "--max-steps", str(STEPS),
-                     "--set", "analysis_node.rl_resets=2", "--set", f"analysis_node.rl='{json.dumps(RL)}'")
+                     "--set", "analysis_node.rl_resets=2", "--set", f"analysis_node.rl='{json.dumps(RL)}'",
+                     "--set", "learner_node.fit_validation_timeout=120")
         procs.append(refine)
         assert confirm.wait_for_service(timeout_sec=120.0), "the safety node never came up"
         deadline = time.monotonic() + 400.0
