@@ -7,7 +7,7 @@ about 0.2 s late, holds the sticks with noise and quantisation, pauses, and driv
 `sensor_msgs/Joy` `/joy` in the profile's pad layout with the dead-man held, pressing the
 recorder's buttons to start, stop, label and keep the take. The arm's take opens the door to
 its target (the twin's own success rule); the car's is the short version, the first corner and
-on to tile 60 of the lap without leaving the road (a whole lap takes about 50 s and a person
+on to tile 50 of the lap without leaving the road (a whole lap takes about 50 s and a person
 loses the road's detector in a sharp bend now and then: `tools/twin_story.py --stages record`
 records the full one). No node of the profile subscribes to the twin's ground truth.
 """
@@ -31,7 +31,7 @@ from twin_operator import Operator  # noqa: E402
 from refine_core.store.db import RunDatabase  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-SHORT_CAR_TILES = 60
+SHORT_CAR_TILES = 50
 
 
 def _ground_truth_readers(op: Operator, twin: str) -> dict[str, set[str]]:

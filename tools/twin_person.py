@@ -266,8 +266,8 @@ class LapSkill:
     as a fraction of `max_steering_angle`, negative left; gas as a fraction of `max_speed`)."""
 
     def __init__(self, layout: dict, max_speed: float = 1.0, max_steering_angle: float = 0.34,
-                 wheelbase: float = 0.073, cruise: float = 0.7, bend: float = 0.4, lookahead: float = 0.5, crawl: float = 0.25,
-                 lookahead_bend: float = 0.5, gain: float = 1.6, until_tiles: int = 0) -> None:
+                 wheelbase: float = 0.073, cruise: float = 0.6, bend: float = 0.4, crawl: float = 0.25,
+                 lookahead: float = 0.5, lookahead_bend: float = 0.5, gain: float = 1.3, until_tiles: int = 0) -> None:
         self.centre = np.asarray(layout["centre_line"], dtype=float)
         self.half_width = float(layout["road_width"]) / 2.0
         self.max_speed, self.max_angle, self.wheelbase = max_speed, max_steering_angle, wheelbase
