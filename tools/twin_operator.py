@@ -386,8 +386,8 @@ class Operator:
                        truth={k: round(v, 4) for k, v in truth.values.items()})
         if outcome["decision"] != "done":
             return outcome
-        if self.setup.task == "door_open" and took > limit_s:
-            return {**outcome, "decision": "discard", "why": f"opened, but in {took:.1f} s: slower than an episode"}
+        if took > limit_s:  # a policy fitted to it would not finish within a live episode
+            return {**outcome, "decision": "discard", "why": f"done, but in {took:.1f} s: slower than an episode"}
         road = (self.layout or {}).get("road_width", 0.3) / 2.0
         worst_off = truth.values.get("max_off_centre_m", 0.0)
         if self.setup.task != "door_open" and worst_off > road:

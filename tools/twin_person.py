@@ -266,13 +266,14 @@ class LapSkill:
     as a fraction of `max_steering_angle`, negative left; gas as a fraction of `max_speed`)."""
 
     def __init__(self, layout: dict, max_speed: float = 1.0, max_steering_angle: float = 0.34,
-                 wheelbase: float = 0.073, cruise: float = 0.6, bend: float = 0.4, crawl: float = 0.25,
-                 lookahead: float = 0.5, lookahead_bend: float = 0.5, gain: float = 1.3, until_tiles: int = 0) -> None:
+                 wheelbase: float = 0.073, cruise: float = 0.6, bend: float = 0.4, crawl: float = 0.18,
+                 lookahead: float = 0.5, lookahead_bend: float = 0.5, gain: float = 1.3, gain_bend: float = 1.9,
+                 until_tiles: int = 0) -> None:
         self.centre = np.asarray(layout["centre_line"], dtype=float)
         self.half_width = float(layout["road_width"]) / 2.0
         self.max_speed, self.max_angle, self.wheelbase = max_speed, max_steering_angle, wheelbase
         self.cruise, self.bend, self.lookahead, self.crawl = cruise, bend, lookahead, crawl
-        self.lookahead_bend, self.gain = lookahead_bend, gain
+        self.lookahead_bend, self.gain, self.gain_bend = lookahead_bend, gain, gain_bend
         self.until_tiles = until_tiles
         """A short take: done once this many tiles are visited (0: the whole lap)."""
         steps = np.linalg.norm(np.diff(np.vstack([self.centre, self.centre[:1]]), axis=0), axis=1)
@@ -307,7 +308,8 @@ class LapSkill:
         point = self.centre[self._ahead(self.index, lookahead)] - here
         forward, left = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
         alpha = math.atan2(point @ left, point @ forward)
-        angle = math.atan2(2.0 * self.wheelbase * math.sin(alpha), lookahead) * self.gain
+        gain = self.gain if turn < 0.9 else self.gain_bend  # at a crawl in a sharp bend, a firmer hand
+        angle = math.atan2(2.0 * self.wheelbase * math.sin(alpha), lookahead) * gain
         if scene["off_centre"] > self.half_width + 0.05:
             return Intent(np.array([0.0, 0.0, 1.0]), failed="the car left the road")
         if abs(float(scene["speed"])) > 0.05:
