@@ -431,7 +431,10 @@ class Operator:
                     self.reset_scene()
                     ready = True
                 pending = safety.get("confirm_pending") == "True"
-                if running is None and ready and not pending and self.confirm_client.service_is_ready():
+                # confirm once the scene is back, and again when the safety node dropped a
+                # confirmation before its episode began (the bridge stopped the car meanwhile)
+                revoked = safety.get("confirmed_episode") == "None" and not pending
+                if running is None and (ready or revoked) and not pending and self.confirm_client.service_is_ready():
                     if self.call(self.confirm_client, self.Trigger.Request()).success:
                         ready = False
                 elif running is not None and not pending and safety.get("state") == "unconfirmed":
