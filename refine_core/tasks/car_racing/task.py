@@ -115,7 +115,7 @@ wheelbase); one motor drives the rear wheels through a speed controller that hol
 command, and the front wheels steer. The goal is to complete the lap (the whole track, back
 over the start line) as fast as possible without leaving the road. Every episode starts with
 the car at rest on the start line, facing along the road.
-Commands and readings run at 50 per second; an episode lasts 40 s (2000 steps), and I count it
+Commands and readings run at 50 per second; an episode lasts 70 s (3500 steps), and I count it
 a success when the car completes the lap within it. The road detector needs to see the road:
 when the camera loses it, the readings stop, the car is stopped and after 5 s the episode ends.
 """

@@ -12,7 +12,10 @@ transforms' stamps are younger than its own timeout, set after its publisher's r
 (`ee_timeout`: robot_state_publisher, 20 Hz; `handle_timeout`: a camera frame plus the
 detector's latency; `sensor_timeout`: joint states). Observations go out at `observation_rate`
 only while every input is fresh, so a dead sensor silences the heartbeat and the safety
-watchdog stops the arm.
+watchdog stops the arm. One exception, `handle_hold`: a tag the gripper hides near the handle
+publishes no detection, so the handle's last sighting is repeated for that long past its
+timeout; without it, a hand that hides the tag silences the observations, the safety node
+holds the arm, and the arm can never be moved out of the camera's way.
 
 Loud, not silent: a step is reported executed (refine/command_result) only when the command
 path could act on it. MoveIt Servo not yet switched to twists / started and unpaused, a Jazzy
@@ -129,6 +132,8 @@ PARAMETERS: dict[str, Param] = {
     "handle_timeout": Param(Required("double"), "seconds: the handle pose is stale when its transform is stamped "
                             "older; set after the detector's (a tag detector stamps the camera frame: its period "
                             "plus the detection time)", (0.001, 5.0)),
+    "handle_hold": Param(0.0, "seconds past handle_timeout for which the handle's last sighting is repeated while "
+                         "the tag is not seen (the gripper hides it near the handle); 0: never", (0.0, 10.0)),
     "driver_timeout": Param(0.2, "seconds without joint states after which the driver counts as lost: the bridge "
                             "sends the stop itself, every tick, until it is back", (0.001, 5.0)),
     "command_timeout": Param(0.1, "seconds without a safe command after the arm was commanded (the safety node "
@@ -174,6 +179,7 @@ class ArmBridge(BridgeNode):
                                                                                   "handle_frame"))
         self.sensor_timeout = float(p["sensor_timeout"])
         self.ee_timeout, self.handle_timeout = float(p["ee_timeout"]), float(p["handle_timeout"])
+        self.handle_hold = float(p["handle_hold"])
         self.status_timeout = float(p["servo_status_timeout"])
         self.server_timeout = float(p["server_timeout"])
         self.guard_name = str(p["command_guard"])
@@ -518,7 +524,8 @@ class ArmBridge(BridgeNode):
         handle = self.tf.lookup(self.base_frame, self.handle_frame)
         if self._target is None or ee is None or handle is None or self._opening is None:
             return
-        if not (self._fresh(ee.stamp, now, self.ee_timeout) and self._fresh(handle.stamp, now, self.handle_timeout)
+        if not (self._fresh(ee.stamp, now, self.ee_timeout)
+                and self._fresh(handle.stamp, now, self.handle_timeout + self.handle_hold)
                 and self._fresh(self._opening[0], now, self.sensor_timeout)):
             return
         current = arm.door_step_values(ee.transform.translation, self._opening[1], handle.transform.translation,

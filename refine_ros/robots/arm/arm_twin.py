@@ -85,6 +85,8 @@ from refine_ros.robots._twin.node import (
     stamp,
     transform_message,
 )
+from refine_ros.robots._twin.scene import SceneChannel
+from refine_ros.robots.arm.truth import arm_scene
 
 SENSORS = ("joints", "marker")  # refine_ros.robots.arm.twin.ARM_SENSORS, without importing MuJoCo here
 COMMAND_INTERFACES = ("servo_jazzy", "servo_humble", "forward_velocity")
@@ -262,6 +264,9 @@ class ArmTwinNode(Node):
             goal_callback=self._accept_goal, cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=ReentrantCallbackGroup())  # goals overlap: a new one preempts the old
         self.create_service(Trigger, "~/reset", self._on_reset)
+        # what a person at the arm sees, for a teleoperator and the live episodes' ground truth
+        # (refine_ros/robots/_twin/scene.py); no node of the robot's graph reads it
+        self.scene = SceneChannel(self, lambda: arm_scene(self.twin, self.placement))
         self._publish_static()
         self.create_timer(1.0 / self.config.rate_hz, self._tick)
         self.get_logger().info(f"arm twin up: door seed {self.config.door_seed}, {self.config.rate_hz:g} Hz, "
@@ -484,6 +489,7 @@ class ArmTwinNode(Node):
             readings = self.twin.tick(now)
             opening = self.twin.opening() if readings.joints is not None else 0.0
             tool = self.placement.inverse() * self.twin.tool_pose()
+            self.scene.publish(now)
         waiters, self._tick_waiters = self._tick_waiters, []
         for future in waiters:
             future.set_result(None)

@@ -71,6 +71,8 @@ from refine_ros.robots._twin.node import (
     stamp,
     transform_message,
 )
+from refine_ros.robots._twin.scene import SceneChannel
+from refine_ros.robots.rc_car.truth import car_layout, car_scene
 
 SENSORS = ("odom", "wheels", "motor", "camera")  # refine_ros.robots.rc_car.twin.CAR_SENSORS, without Box2D
 COMMAND_TYPES = ("ackermann", "twist")
@@ -195,6 +197,9 @@ class CarTwinNode(Node):
         tf_static = self.create_publisher(TFMessage, "/tf_static", TF_STATIC_QOS)
         tf_static.publish(TFMessage(transforms=[transform_message(self.twin.camera_mount(), now_s(self))]))
         self.create_service(Trigger, "~/reset", self._on_reset)
+        # what a person by the track sees, for a teleoperator and the live episodes' ground truth
+        # (refine_ros/robots/_twin/scene.py); no node of the robot's graph reads it
+        self.scene = SceneChannel(self, lambda: car_scene(self.twin), lambda: car_layout(self.twin))
         self.create_timer(1.0 / self.config.rate_hz, self._tick)
         self.get_logger().info(f"car twin up: track {self.config.track_seed}, {self.command_type} commands, "
                                f"{self.config.rate_hz:g} Hz, camera {self.config.camera_rate_hz:g} Hz")
@@ -241,6 +246,7 @@ class CarTwinNode(Node):
         else:
             self.commanded_speed = self.twin.command_in_effect(now).speed
         r = self.twin.tick(now)
+        self.scene.publish(now)
         x, y, yaw = self.twin.pose()
         self.pub_ground_truth.publish(Float64MultiArray(data=[now, x, y, yaw, self.twin.forward_speed(),
                                                               float(self.commanded_speed)]))
@@ -302,6 +308,7 @@ class CarTwinNode(Node):
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.twin.reset(now=now_s(self))
         self.stack.restart_odometry()
+        self.scene.publish_layout()  # the track in the new odom frame
         response.success, response.message = True, f"car on the start line of track {self.twin.track_seed}"
         return response
 
