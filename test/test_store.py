@@ -260,3 +260,19 @@ def test_bulk_step_insert_meets_the_target():
     assert step_frame(10).shape == (10, 60)
     best = max(bench_sqlite(rows=20000)["sqlite_step_rows_per_s"] for _ in range(3))
     assert best >= 20000, f"{best:.0f} rows/s"
+
+
+def test_a_refinement_that_fills_a_run_another_process_opened_records_its_own_settings(db):
+    """On a robot the demonstration recorder (or the rollout logger) opens the run; the
+    refinement that fills it must still leave its description, analyst and settings there, or
+    every summary of a robot run says "unrecorded"."""
+    from refine_core.store.records import open_run
+
+    opened = db.create_run("car_racing", config={"demonstration": "teleop (rc_car_real)"}, status="recorded")
+    settings = {"task_description": "robot_owner", "demonstration": "recorded", "diagnostics_see_demo": False}
+    assert open_run(db, "car_racing", "openai", settings, resume=False) == opened
+    run = db.run(opened)
+    assert run["analyst"] == "openai" and run["status"] == "running"
+    assert run["config"]["task_description"] == "robot_owner" and run["config"]["diagnostics_see_demo"] is False
+    assert run["config"]["demonstration"] == "recorded"
+    assert run["config"]["opened_with"] == {"demonstration": "teleop (rc_car_real)"}, "what the opener wrote stays"

@@ -205,6 +205,13 @@ def open_run(db: RunDatabase, task: str, analyst: str, config: dict, *, resume: 
             raise RunExistsError(f"{db.path} holds a {existing['task']} run, not {task}")
         if not resume and db.rounds(existing["id"]):
             raise RunExistsError(f"{db.path} already holds run {existing['id']}; pass --resume to continue it")
+        if not db.rounds(existing["id"]):
+            # a run another process opened (the demonstration recorder, the rollout logger): the
+            # settings of the refinement that now fills it are what its results must name
+            opened = dict(existing.get("config") or {})
+            replaced = {k: v for k, v in opened.items() if k in config and config[k] != v}
+            merged = {**opened, **config, **({"opened_with": replaced} if replaced else {})}
+            db.update_run(int(existing["id"]), analyst=analyst, config=merged, status="running")
         return int(existing["id"])
     return db.create_run(task, analyst=analyst, config=config, status="running")
 
