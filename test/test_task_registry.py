@@ -137,8 +137,10 @@ def test_the_task_is_the_simulation_contract_only():
     """What only one user needs is not on the Task: viewers, the offline analyst and teleop
     find it in the task folder's optional modules by task name."""
     members = ({n for n in vars(Task) if not n.startswith("__")} | set(Task.__annotations__)) - {"_abc_impl"}
+    # metric_from_observations: whether episode_summary needs the simulator's rewards, which
+    # decides whether RL can score an episode on a robot that publishes none
     assert members == {"spec", "description_variants", "make_env", "expert", "split_observation",
-                       "observation_row", "episode_summary"}
+                       "observation_row", "episode_summary", "metric_from_observations"}
     for name in TASKS:
         assert task_part(name, "scene") is not None and task_part(name, "teleop") is not None
         assert task_part(name, "no_such_part") is None
