@@ -27,8 +27,9 @@ def _dds_domain(environ) -> str:
 # Keep DDS traffic on loopback and away from other test runs (and other workers of this run).
 # The controller of a parallel run keeps the run's domain in ROS_DOMAIN_ID for its workers to
 # offset from; it starts no node itself.
-# `make test-fast` (REFINE_TESTS_WITHOUT_DDS=1) gives a domain no participant can join, so a
-# test that starts a graph without the `ros` mark fails there, and says why (below).
+# `make test-fast` (REFINE_TESTS_WITHOUT_DDS=1) gives node processes a domain no participant can
+# join and refuses rclpy contexts in this process (below), so a test that starts a graph without
+# the `ros` mark fails there, and says why.
 WITHOUT_DDS = bool(os.environ.get("REFINE_TESTS_WITHOUT_DDS"))
 os.environ["ROS_DOMAIN_ID"] = str(MAX_DOMAIN_ID + 8) if WITHOUT_DDS else _dds_domain(os.environ)
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -39,6 +40,16 @@ from refine_ros.bringup.dds import dds_environment  # noqa: E402
 os.environ.update(dds_environment(os.environ))
 
 import pytest  # noqa: E402
+
+NO_DDS_MESSAGE = ("make test-fast runs without DDS: a test that starts a ROS graph needs the `ros` mark "
+                  "(test/conftest.py: GRAPH_MODULES)")
+if WITHOUT_DDS:  # an rclpy context in this process fails at once, with the reason
+    import rclpy.context  # noqa: E402
+
+    def _refuse_dds(self, *args, **kwargs):
+        raise RuntimeError(NO_DDS_MESSAGE)
+
+    rclpy.context.Context.init = _refuse_dds
 
 
 @pytest.fixture
@@ -102,8 +113,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     if WITHOUT_DDS and report.failed:
-        report.sections.append(("make test-fast", "this run has no usable DDS domain: a test that "
-                                "starts a ROS graph needs the `ros` mark (test/conftest.py: GRAPH_MODULES)"))
+        report.sections.append(("make test-fast", NO_DDS_MESSAGE))
 
 
 # -- tests that must not share the machine --------------------------------------------------------
