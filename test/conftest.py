@@ -41,8 +41,8 @@ os.environ.update(dds_environment(os.environ))
 
 import pytest  # noqa: E402
 
-NO_DDS_MESSAGE = ("make test-fast runs without DDS: a test that starts a ROS graph needs the `ros` mark "
-                  "(test/conftest.py: GRAPH_MODULES)")
+NO_DDS_MESSAGE = ("make test-fast runs without DDS: if this test starts a ROS graph, it needs the `ros` "
+                  "mark (test/conftest.py: GRAPH_MODULES)")
 if WITHOUT_DDS:  # an rclpy context in this process fails at once, with the reason
     import rclpy.context  # noqa: E402
 
@@ -88,13 +88,13 @@ slow"`) leaves them out. `make test-fast` runs without a usable DDS domain, so a
 a graph without the mark fails there instead of slowing the fast loop down unseen."""
 
 LONG_MODULES = (
-    "test_llm_replay.py", "test_experiment.py", "test_bench.py", "test_ros_twin_rehearsal.py",
-    "test_run_procedure.py", "test_loop.py", "test_ros_multiprocess.py", "test_robot_plugins.py",
-    "test_ros_demo.py", "test_ros_nodes_lifecycle.py", "test_frozen_prompts.py",
+    "test_experiment.py", "test_loop.py", "test_llm_replay.py", "test_ros_multiprocess.py",
+    "test_bench.py", "test_ros_twin_rehearsal.py", "test_robot_plugins.py", "test_run_procedure.py",
+    "test_ros_twin.py", "test_ros_demo.py", "test_process_death.py", "test_frozen_prompts.py",
 )
-"""The modules that take longest (pytest --durations on a serial run), longest first. Parallel
-workers take whole modules (--dist loadfile); handing out the long ones first keeps one worker
-from starting a long module when the other has nothing left to do."""
+"""The modules that take longest (the sums of pytest --durations over a full run), longest
+first. Parallel workers take whole modules (--dist loadfile); handing out the long ones first
+keeps one worker from starting a long module when the other has nothing left to do."""
 
 
 def pytest_collection_modifyitems(config, items):
