@@ -55,7 +55,7 @@ setup(
     ],
     install_requires=REQUIREMENTS,
     extras_require={
-        "dev": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.4"],
+        "dev": ["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5", "ruff>=0.4"],
         "ray": ["ray>=2.9"],
     },
     entry_points={

@@ -1,12 +1,37 @@
-"""Shared test setup: headless rendering, an isolated DDS domain per run, temp run dirs."""
+"""Shared test setup: headless rendering, an isolated DDS domain per run (and per parallel
+worker), temp run dirs, the `ros` mark on every test that starts a ROS graph, and the `alone`
+mark for tests that must not share the machine with another worker."""
 
+import fcntl
 import os
 
 # Headless MuJoCo; egl needs a GPU, osmesa does not.
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-# Keep DDS traffic on loopback and away from other test runs on the same machine.
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+
+MAX_DOMAIN_ID = 232
+"""Fast DDS derives its ports from the domain id; above 232 they leave the valid range."""
+
+
+def _dds_domain(environ) -> str:
+    """This process's DDS domain. A run picks one (or takes the ROS_DOMAIN_ID it is given);
+    under pytest-xdist the n-th worker (gw<n>) takes the run's domain plus n, so two workers'
+    graphs never discover each other. Set here, before any rclpy context or node process
+    exists: contexts read it when created, child processes inherit it."""
+    base = int(environ.get("ROS_DOMAIN_ID") or 1 + os.getpid() % 100)
+    worker = environ.get("PYTEST_XDIST_WORKER", "")
+    offset = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return str((base + offset - 1) % MAX_DOMAIN_ID + 1 if base + offset > MAX_DOMAIN_ID else base + offset)
+
+
+# Keep DDS traffic on loopback and away from other test runs (and other workers of this run).
+# The controller of a parallel run keeps the run's domain in ROS_DOMAIN_ID for its workers to
+# offset from; it starts no node itself.
+# `make test-fast` (REFINE_TESTS_WITHOUT_DDS=1) gives node processes a domain no participant can
+# join and refuses rclpy contexts in this process (below), so a test that starts a graph without
+# the `ros` mark fails there, and says why.
+WITHOUT_DDS = bool(os.environ.get("REFINE_TESTS_WITHOUT_DDS"))
+os.environ["ROS_DOMAIN_ID"] = str(MAX_DOMAIN_ID + 8) if WITHOUT_DDS else _dds_domain(os.environ)
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # The Fast DDS profile the launch files give every node (camera images fit in shared memory).
@@ -15,6 +40,16 @@ from refine_ros.bringup.dds import dds_environment  # noqa: E402
 os.environ.update(dds_environment(os.environ))
 
 import pytest  # noqa: E402
+
+NO_DDS_MESSAGE = ("make test-fast runs without DDS: if this test starts a ROS graph, it needs the `ros` "
+                  "mark (test/conftest.py: GRAPH_MODULES)")
+if WITHOUT_DDS:  # an rclpy context in this process fails at once, with the reason
+    import rclpy.context  # noqa: E402
+
+    def _refuse_dds(self, *args, **kwargs):
+        raise RuntimeError(NO_DDS_MESSAGE)
+
+    rclpy.context.Context.init = _refuse_dds
 
 
 @pytest.fixture
@@ -42,7 +77,63 @@ ROS_THREAD_ERRORS = "error::pytest.PytestUnhandledThreadExceptionWarning"
 instead of scrolling by as a warning; `refine_ros.bringup.spin.NodeSpinner` stops executors first."""
 
 
+GRAPH_MODULES = {
+    "test_bench.py", "test_bridge_watchdog.py", "test_command_guard.py", "test_dds_profile.py",
+    "test_process_death.py", "test_robot_computer.py", "test_robot_plugins.py",
+    "test_run_failures.py", "test_stock_stack_traps.py", "test_twin_bringup.py",
+}
+"""Modules outside test_ros_*.py whose tests start a ROS graph (rclpy contexts, node processes
+over DDS): each of their tests gets the `ros` mark, so `make test-fast` (`-m "not ros and not
+slow"`) leaves them out. `make test-fast` runs without a usable DDS domain, so a test that starts
+a graph without the mark fails there instead of slowing the fast loop down unseen."""
+
+LONG_MODULES = (
+    "test_experiment.py", "test_loop.py", "test_llm_replay.py", "test_ros_multiprocess.py",
+    "test_bench.py", "test_ros_twin_rehearsal.py", "test_robot_plugins.py", "test_run_procedure.py",
+    "test_ros_twin.py", "test_ros_demo.py", "test_process_death.py", "test_frozen_prompts.py",
+)
+"""The modules that take longest (the sums of pytest --durations over a full run), longest
+first. Parallel workers take whole modules (--dist loadfile); handing out the long ones first
+keeps one worker from starting a long module when the other has nothing left to do."""
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith("test_ros_") or item.get_closest_marker("ros") is not None:
             item.add_marker(pytest.mark.filterwarnings(ROS_THREAD_ERRORS))
+        if (item.path.name.startswith("test_ros_") or item.path.name in GRAPH_MODULES
+                or "context" in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ros)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order on every worker: xdist checks
+        rank = {name: index for index, name in enumerate(LONG_MODULES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if WITHOUT_DDS and report.failed:
+        report.sections.append(("make test-fast", NO_DDS_MESSAGE))
+
+
+# -- tests that must not share the machine --------------------------------------------------------
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist a test marked `alone` (wall-clock budgets taken from a robot's own
+    timeouts: watchdogs, live graphs, real-time twins) runs while no other worker runs a test;
+    every other test runs beside other ordinary tests. A reader-writer lock over two files in
+    the run's temp directory, shared by its workers: everyone passes the turnstile on the way
+    in, and an `alone` test holds it while it waits, so a stream of ordinary tests cannot keep
+    it out. Setup and teardown are inside (a module's graph starts in its first test's setup).
+    A worker that dies releases its locks with its file descriptors."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the workers' common basetemp
+    alone = item.get_closest_marker("alone") is not None
+    with open(run_dir / "machine.turnstile", "a") as turnstile, open(run_dir / "machine.lock", "a") as machine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield

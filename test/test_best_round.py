@@ -71,6 +71,7 @@ def test_labels_and_signals_are_read_from_the_run_database_and_the_summary_says_
         assert build_summary(db, run_id)["best_round"] == 0, "the success signal says round 0"
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 def test_a_run_without_labels_says_it_kept_a_round_by_rule(tmp_path, capsys):
     """The loop with best_round_by=operator and no operator at hand: the run ends saying that
     nothing distinguished its rounds, in the console and in its events."""

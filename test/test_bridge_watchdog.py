@@ -128,6 +128,7 @@ class Rig:
         self.node.destroy_node()
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.parametrize("bridge", list(BRIDGES))
 def test_the_bridge_stops_the_robot_itself_when_safe_commands_stop(context, tmp_path, bridge):
     parameters = BRIDGES[bridge][0]
@@ -168,6 +169,7 @@ def test_the_bridge_stops_the_robot_itself_when_safe_commands_stop(context, tmp_
     assert f"no safe command for {timeout:.3f} s" in out and "safe commands are back" in out, out[-2000:]
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.parametrize("bridge", list(BRIDGES))
 def test_a_driver_that_has_not_spoken_yet_is_waited_for_not_reported_lost(context, tmp_path, bridge):
     """As in the first seconds of every real launch: the bridge is up before its driver."""

@@ -19,6 +19,7 @@ def _smoke(tmp_path, task, *extra):
     return out / task / "t"
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 def test_smoke_runs_every_condition_and_writes_the_outputs(tmp_path):
     folder = _smoke(tmp_path, "car_racing", "--workers", "2")
     for name in ("table.md", "episodes.csv", "pvalues.md", "summary.json", "experiment.db",

@@ -18,6 +18,7 @@ from llm_replay import assert_replay_reproduces
 from published_words import FORBIDDEN
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("task", sorted(RUNS))
 def test_a_run_recorded_before_the_refactoring_replays_exactly(task, tmp_path):

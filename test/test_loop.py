@@ -29,6 +29,7 @@ def small(**kw) -> RefineConfig:
     return RefineConfig(**{**base, **kw})
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 def test_offline_loop_on_door_commits_every_round_and_improves(tmp_path, capsys):
     task = get_task("door_open")
     db = RunDatabase(tmp_path / "run.db")
@@ -201,6 +202,7 @@ def _all_text(db_file) -> str:
     return "\n".join(chunks)
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 def test_openai_path_end_to_end_then_replay_reproduces_it(tmp_path, capsys):
     task = get_task("car_racing")
     transcript = tmp_path / "transcript.jsonl"

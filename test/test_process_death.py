@@ -45,6 +45,7 @@ def test_a_held_command_is_unsafe_and_a_stop_in_time_is_not():
     ("car", "ackermann", "sigkill_bridge"),  # ackermann_mux sends no stop, the VESC holds for 1 s
     ("car", "ackermann", "sigstop_safety"),
 ])
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 def test_the_twins_robot_stops_within_the_stacks_own_timeout_when_a_process_dies(tmp_path, robot, path, fault):
     from refine_ros.bench import ros_env
     from refine_ros.bench.process_death import TOLERANCE_S, run_cell

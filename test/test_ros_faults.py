@@ -18,6 +18,7 @@ STOP = {"arm": (0.0,) * 6, "car": (0.0, 0.0)}
 AckermannDriveStamped speed 0 and steering angle 0."""
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(180)

@@ -216,6 +216,7 @@ def _logger_ready(proc, timeout: float = 30.0) -> None:
     raise AssertionError("rollout logger did not start")
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.slow
 def test_lossless_at_200_hz_for_30_s(run_dir):
     env = ros_env()

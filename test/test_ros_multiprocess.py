@@ -58,6 +58,7 @@ def test_a_round_with_every_node_in_its_own_process(profile, tmp_path, monkeypat
           f"processes in {time.monotonic() - started:.1f} s")
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(300)
@@ -108,6 +109,7 @@ def test_the_graph_benchmark_measures_both_layouts_without_loss():
     assert len({t["steps"] for t in trials}) == 1, "both layouts did the same work"
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(400)

@@ -123,6 +123,7 @@ def _wait(predicate, timeout: float = 10.0) -> bool:
 
 
 # ---- the arm -------------------------------------------------------------------------------------
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.parametrize("servo", ["servo_jazzy", "servo_humble"])
 def test_moveit_servo_tf_and_the_gripper_action(rig, servo):
     """Issue 16: "MoveIt Servo is never started or switched to twist commands ... and its

@@ -398,6 +398,7 @@ def safety_process(request, tmp_path):
         assert code == 0 and "Traceback" not in text, text
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.parametrize("safety_process", list(PROFILES), indirect=True)
 def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_property):
     """Half the trials silence the policy, half the observation heartbeat; the time from the

@@ -39,6 +39,7 @@ def _feed(node, now: float) -> None:
     node.filter.on_policy(2, pack_vector(1, 0, [0.1, 0.0, 0.0, 1.0]).data, now)
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 def test_a_late_tick_defers_and_the_next_one_judges(safety):
     period = safety.filter.config.watchdog_period
@@ -64,6 +65,7 @@ def test_a_late_tick_defers_and_the_next_one_judges(safety):
     assert safety.sent[-1] is not None and safety.sent[-1].reason == "stale"
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 def test_late_ticks_in_a_row_defer_at_most_once(safety):
     """Issue 16: "A watchdog tick that runs late is skipped with no bound on consecutive skips".

@@ -21,6 +21,7 @@ from refine_ros.robots.rc_car.car_twin import PARAMETERS as CAR_TWIN_PARAMETERS 
 ENV = {**ros_env(), "PYTHONUNBUFFERED": "1"}
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(240)
@@ -50,6 +51,7 @@ def test_nominal_episode_on_the_twin_never_trips_the_watchdog(tmp_path, robot):
         assert result.detector["mean_abs_x_error"] < 0.05, result.detector
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(240)

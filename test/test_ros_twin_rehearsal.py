@@ -52,6 +52,7 @@ def _up(profile: str, run_dir, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)  # fmt: skip
 
 
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(600)

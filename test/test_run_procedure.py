@@ -4,6 +4,8 @@ program, and the one-page summary every run writes."""
 
 import json
 
+import pytest
+
 from refine_core.analyst.base import Analyst, Decision, ProgramAnswer
 from refine_core.analyst.offline import OfflineAnalyst
 from refine_core.cli import main
@@ -53,6 +55,7 @@ class RevisesIntoABrokenProgram(Analyst):
         return Decision("stop", reasoning="DECISION: stop\nThe program behaves as intended.")
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 def test_a_revision_that_never_fits_is_recorded_and_the_run_goes_on_from_the_previous_program(tmp_path):
     analyst = RevisesIntoABrokenProgram()
     db = RunDatabase(tmp_path / "run.db")
@@ -94,6 +97,7 @@ def test_selection_episodes_zero_chooses_on_the_diagnostic_episodes(tmp_path):
     assert result.best is not None and result.best.round == 0
 
 
+@pytest.mark.slow  # a whole refinement run: out of make test-fast
 def test_refine_run_from_a_given_program_records_its_start_and_writes_the_summary(tmp_path, capsys):
     start = tmp_path / "mine.py"
     program = starter_program("door_open").replace("Zero-shot starter", "A user's own controller", 1)

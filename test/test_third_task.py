@@ -74,6 +74,7 @@ def test_refine_up_pendulum_sim_with_the_sim_node(tmp_path):
     _check_the_single_diagnosed_round(run_dir, MAX_STEPS, analyst_rounds_allowed=3)
 
 
+@pytest.mark.ros  # a one-process graph over DDS
 def test_refine_up_in_a_thread_ends_when_its_stop_event_is_set(tmp_path):
     """`UpOptions.stop` is how an embedding program (and a failing test) takes a one-process
     graph down: the run ends as Ctrl-C would, long before its timeout, and closes its nodes."""

@@ -278,6 +278,7 @@ def test_image_conversion_handles_rgb_and_rejects_short_data():
         image_to_bgr(msg)
 
 
+@pytest.mark.ros  # a detector node over DDS
 @pytest.mark.timeout(60)
 def test_node_publishes_tiles_for_camera_images():
     ctx = Context()
