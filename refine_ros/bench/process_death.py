@@ -49,6 +49,9 @@ PROCESS_FAULTS = tuple(f"{s}_{t}" for t in TARGETS for s in SIGNALS)
 TOLERANCE_S = 0.1
 """One twin tick (20 ms), the transport and the scheduling of a loaded two-core machine."""
 RESUMED_WATCH_S = 1.5
+RIG_ATTEMPTS = 3
+"""A rig that never got the robot moving (a loaded machine's watchdog trips while it settles)
+is set up again, at most this often; a cell whose process was signalled is never run twice."""
 GUARD_TIMEOUT_S = 0.15  # refine_ros/nodes/command_guard.py's default
 
 
@@ -70,6 +73,9 @@ class DeathCell:
     unsafe: int = 0
     reasons: list[str] = field(default_factory=list)
     error: str | None = None
+    faulted: bool = False
+    """Whether the signal was sent: a rig that never got the robot moving faulted nothing."""
+    rig_attempts: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("robot", "path", "fault", "moved", "unit")}
@@ -243,6 +249,7 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
                                + procs.output("bridge")[-600:])
         process = "bridge" if target == "bridge" else target
         t_f = time.monotonic()
+        cell.faulted = True
         procs.signal(process, SIGNALS[sig_name])
         time.sleep(robot.watch_after_death_s)
         t_resume = None
@@ -294,9 +301,13 @@ def bench_process_death(robots: tuple[str, ...] | None = None, faults: tuple[str
     results: list[DeathCell] = []
     with tempfile.TemporaryDirectory(prefix="refine_death_") as tmp:
         for robot, path, fault in tqdm(cells, desc="process deaths", disable=not progress, leave=False):
-            workdir = Path(tmp) / f"{robot}_{path}_{fault}"
-            workdir.mkdir()
-            cell = run_cell(robot, path, fault, env, workdir)
+            for attempt in range(1, RIG_ATTEMPTS + 1):
+                workdir = Path(tmp) / f"{robot}_{path}_{fault}_{attempt}"
+                workdir.mkdir()
+                cell = run_cell(robot, path, fault, env, workdir)
+                cell.rig_attempts = attempt
+                if cell.faulted or cell.error is None:
+                    break  # a rig that never got going faulted nothing: only then is it set up again
             results.append(cell)
             matrix.setdefault(robot, {}).setdefault(path, {})[fault] = cell.as_dict()
     summary: dict[str, Any] = {
