@@ -153,12 +153,9 @@ class DemoStatus(Node):
 
 def call(client, request, timeout: float = 20.0):
     """Call a service from a test thread (the client's node spins elsewhere)."""
-    assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} never came up"
-    done = threading.Event()
-    future = client.call_async(request)
-    future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), f"no answer from {client.srv_name}"
-    return future.result()
+    from refine_ros.bringup.spin import call_service
+
+    return call_service(client, request, timeout)
 
 
 def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward: float = 0.6) -> str:

@@ -276,14 +276,9 @@ class Operator:
 
     # ---- services -----------------------------------------------------------------------------
     def call(self, client, request, timeout: float = 10.0):
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise RuntimeError(f"{client.srv_name} never came up")
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout):
-            raise RuntimeError(f"no answer from {client.srv_name}")
-        return future.result()
+        from refine_ros.bringup.spin import call_service
+
+        return call_service(client, request, timeout)
 
     def reset_scene(self) -> str:
         """Put the door back closed and the arm home, or the car on its start line, as a

@@ -202,14 +202,9 @@ class Harness:
             return [c for c in self.commands if c[0] >= t]
 
     def call(self, client, request, timeout: float = 10.0):
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise RuntimeError(f"{client.srv_name} never came up")
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout):
-            raise RuntimeError(f"no answer from {client.srv_name}")
-        return future.result()
+        from refine_ros.bringup.spin import call_service
+
+        return call_service(client, request, timeout)
 
     def confirm(self) -> bool:
         return bool(self.call(self.confirm_client, self.Trigger.Request()).success)

@@ -84,3 +84,17 @@ class NodeSpinner:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def call_service(client: Any, request: Any, timeout: float = 10.0) -> Any:
+    """Call a service from a thread that does not spin the client's node (a `NodeSpinner` does):
+    waiting on the future here would otherwise deadlock. RuntimeError names the service that
+    never came up or never answered."""
+    if not client.wait_for_service(timeout_sec=timeout):
+        raise RuntimeError(f"{client.srv_name} never came up")
+    done = threading.Event()
+    future = client.call_async(request)
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout):
+        raise RuntimeError(f"no answer from {client.srv_name}")
+    return future.result()
