@@ -300,7 +300,13 @@ class Policy:
 
 def _grace(fault: str, safety: dict[str, Any], bridge: dict[str, Any]) -> float:
     if fault in ("stale_sensor", "driver_loss", "estop_heartbeat"):
-        return max(float(safety["watchdog_timeout"]), float(bridge.get("driver_timeout", 0.2)), ESTOP_HEARTBEAT_S) + 0.1
+        grace = max(float(safety["watchdog_timeout"]), float(bridge.get("driver_timeout", 0.2)), ESTOP_HEARTBEAT_S) + 0.1
+        if fault == "stale_sensor":
+            # a bridge that repeats a lost marker's last sighting (the arm's `handle_hold`, set in
+            # its profile: a gripper hides the tag near the handle) keeps the observations going
+            # that long past the marker's own timeout, by the owner's declared choice
+            grace += float(bridge.get("handle_timeout", 0.0)) + float(bridge.get("handle_hold", 0.0))
+        return grace
     return 0.1
 
 
@@ -362,7 +368,7 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
         clear = _inject(fault, harness, policy, procs, estop_button, result)
         if fault in SERVICE_FAULTS:  # the fault begins when the driver has applied it
             t_f = _stamp()
-        time.sleep(1.5)
+        time.sleep(max(1.5, grace + 1.0))  # the fault outlasts what the rules allow before the stop
         t_clear = _stamp()
         if clear is not None:
             clear()
