@@ -22,7 +22,7 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
 from refine_ros.bench import wait_for
 from refine_ros.bringup import resolve_profile
-from refine_ros.bringup.spin import NodeSpinner
+from refine_ros.bringup.spin import NodeSpinner, destroy_actions
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
@@ -94,6 +94,35 @@ def test_learner_declares_parameters_and_shuts_down(context, run_dir):
     finally:
         node.destroy_node()
     assert not node._thread.is_alive()
+
+
+def test_destroyed_learner_and_analysis_nodes_leave_the_graph(context, run_dir):
+    """rclpy's `destroy_node` leaves a node's action servers and clients alive, and the node
+    with them, until the garbage collector frees them; a client started later then finds the
+    dead `learner/run_rl` at once and sends its goal there, where nothing answers (after an
+    in-process `refine up` the RL goal tests lost theirs so). Both nodes stay referenced here,
+    as a reference cycle keeps them, and must still be gone from another participant's graph."""
+    _record_demo(run_dir)
+    other = rclpy.Context()
+    rclpy.init(context=other)
+    watcher = Node("graph_watcher", context=other)
+    learner = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
+    analysis = AnalysisNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir)),
+                                                                   Parameter("max_rounds", value=1)])
+
+    def seen() -> tuple[set, bool]:
+        nodes = {name for name, _ns in watcher.get_node_names_and_namespaces()}
+        rl = any(name.startswith(f"/{protocol.RL_ACTION}/") for name, _t in watcher.get_service_names_and_types())
+        return nodes & {"learner_node", "analysis_node"}, rl
+
+    try:
+        assert wait_for(lambda: seen() == ({"learner_node", "analysis_node"}, True), 30.0), seen()
+        analysis.destroy_node()
+        learner.destroy_node()
+        assert wait_for(lambda: seen() == (set(), False), 10.0), f"still in the graph: {seen()}"
+    finally:
+        watcher.destroy_node()
+        rclpy.try_shutdown(context=other)
 
 
 def test_analysis_node_refuses_a_bad_action_mode(context, run_dir):
@@ -171,6 +200,10 @@ class FitGoalRecorder(Node):
         self.server = ActionServer(self, FitProgram, protocol.FIT_ACTION, execute_callback=lambda h: None,
                                    handle_accepted_callback=lambda h: self.goals.append(h.request))
 
+    def destroy_node(self) -> None:
+        destroy_actions(self)  # a stand-in learner left in the graph would take later tests' goals
+        super().destroy_node()
+
 
 def test_analysis_node_runs_refine_and_asks_the_learner_to_fit_the_zero_shot_program(context, run_dir):
     node = AnalysisNode(context=context, parameter_overrides=[
@@ -231,6 +264,10 @@ class FailingLearner(Node):
         self.statuses: list[RunStatus] = []
         self.server = ActionServer(self, FitProgram, protocol.FIT_ACTION, execute_callback=self._fit)
         self.create_subscription(RunStatus, protocol.RUN_STATUS, self.statuses.append, qos.LATCHED)
+
+    def destroy_node(self) -> None:
+        destroy_actions(self)
+        super().destroy_node()
 
     def _fit(self, handle):
         self.requests.append(handle.request)

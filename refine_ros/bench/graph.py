@@ -183,6 +183,7 @@ def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int =
 
     from refine_ros.bringup import launch_plan
     from refine_ros.bringup.processes import ProcessGraph
+    from refine_ros.bringup.spin import destroy_actions
 
     run_dir = workdir / "multi"
     run_id, warmup = _new_run(run_dir), _new_run(run_dir)  # the latest run takes anything unannounced
@@ -200,6 +201,7 @@ def trial_multiprocess(workdir: Path, episodes: int = EPISODES, max_steps: int =
     finally:
         graph.stop()
         executor.shutdown(timeout_sec=5.0)
+        destroy_actions(driver.node)
         driver.node.destroy_node()
         rclpy.try_shutdown(context=context)
     rows, gaps = _count(run_dir, run_id)
@@ -210,7 +212,7 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
     """The same nodes in this process, as `refine up` runs them."""
     import rclpy
 
-    from refine_ros.bringup.spin import NodeSpinner
+    from refine_ros.bringup.spin import NodeSpinner, destroy_actions
     from refine_ros.bringup.up import control_switch_interval, start_nodes
 
     run_dir = workdir / "one"
@@ -231,6 +233,7 @@ def trial_oneprocess(workdir: Path, episodes: int = EPISODES, max_steps: int = M
         if spinner is not None:
             spinner.stop()
         for node in reversed(nodes):
+            destroy_actions(node)
             node.destroy_node()
         rclpy.try_shutdown(context=context)
     rows, gaps = _count(run_dir, run_id)

@@ -136,6 +136,7 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
+    from refine_ros.bringup.spin import destroy_actions
     from refine_ros.bringup.up import make_executor
     from refine_ros.nodes.learner_node import LearnerNode
     from refine_ros.wire import protocol
@@ -171,6 +172,7 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
         for spinner in executors:
             spinner.shutdown(timeout_sec=5.0)
         for node in reversed(nodes):
+            destroy_actions(node)
             node.destroy_node()
         rclpy.try_shutdown(context=context)
     return samples, finished

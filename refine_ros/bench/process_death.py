@@ -112,6 +112,7 @@ class Observer:
         node.create_subscription(step_type(), "refine/observation", self._on_observation, qos.LOG)
         node.create_subscription(DiagnosticArray, "safety/status", self._on_status, qos.STATE)
         self.confirm_client = node.create_client(Trigger, "safety/confirm_episode")
+        self.reset_client = node.create_client(Trigger, f"/{robot.twin}/reset")
         self.Trigger = Trigger
         if robot.twin_pad:
             pad = node.create_publisher(Joy, "/joy", qos.SENSOR)
@@ -136,14 +137,18 @@ class Observer:
             self.status = {kv.key: kv.value for kv in msg.status[0].values}
 
     def confirm(self) -> bool:
-        if not self.confirm_client.wait_for_service(timeout_sec=10.0):
-            raise RuntimeError("safety/confirm_episode never came up")
-        done = threading.Event()
-        future = self.confirm_client.call_async(self.Trigger.Request())
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(10.0):
-            raise RuntimeError("no answer from safety/confirm_episode")
-        return bool(future.result().success)
+        from refine_ros.bringup.spin import call_service
+
+        return bool(call_service(self.confirm_client, self.Trigger.Request()).success)
+
+    def reset_twin(self) -> None:
+        """Put the robot back where the rig started, as the operator does before trying again:
+        a car that drove on while its first try was revoked may be off the road by now, where
+        the detector sees no tiles and every observation is withheld."""
+        from refine_ros.bringup.spin import call_service
+
+        if not call_service(self.reset_client, self.Trigger.Request()).success:
+            raise RuntimeError(f"the twin refused {self.reset_client.srv_name}")
 
     def moving_now(self) -> bool:
         with self.lock:
@@ -232,9 +237,12 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
             if time.monotonic() > deadline:
                 raise RuntimeError("the rig never came up: " + procs.output("bridge")[-600:])
             time.sleep(0.1)
-        for _attempt in range(5):
+        for attempt in range(5):
             # a watchdog trip while the rig settles (a loaded machine) revokes the confirmation,
-            # as it must: the operator confirms again until the robot has moved for a second
+            # as it must: the operator puts the robot back and confirms again until it has moved
+            # for a second
+            if attempt:
+                observer.reset_twin()
             deadline = time.monotonic() + 10.0
             while not observer.confirm():
                 if time.monotonic() > deadline:

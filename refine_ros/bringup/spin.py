@@ -98,3 +98,19 @@ def call_service(client: Any, request: Any, timeout: float = 10.0) -> Any:
     if not done.wait(timeout):
         raise RuntimeError(f"no answer from {client.srv_name}")
     return future.result()
+
+
+def destroy_actions(node: Any) -> None:
+    """Destroy the node's action servers and clients; call it first in `destroy_node`.
+
+    rclpy's `Node.destroy_node()` does not: they are waitables, which it leaves alone, and each
+    holds the node's handle, so the node and its action services stay in the DDS graph,
+    answering nothing, until the garbage collector happens to free them. A client that starts
+    later in the same domain then finds that dead server at once and sends its goal there while
+    the live one is still being discovered: after an in-process `refine up`, the RL goal tests
+    lost their goals exactly so (nothing listed, nothing answered)."""
+    from rclpy.action import ActionClient, ActionServer
+
+    for waitable in list(node.waitables):
+        if isinstance(waitable, (ActionServer, ActionClient)):
+            waitable.destroy()

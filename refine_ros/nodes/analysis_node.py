@@ -47,6 +47,7 @@ from refine_core.run_setup import (
 from refine_core.store.db import RunDatabase
 from refine_core.tasks.registry import get_task, task_names
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
+from refine_ros.bringup.spin import destroy_actions
 from refine_ros.loop.graph import GraphEpisodes, GraphError, GraphFitter, GraphPolisher, LearnerLink
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
@@ -260,6 +261,7 @@ class AnalysisNode(Node):
         run still going after SHUTDOWN_WAIT_S dies with the process, its round uncommitted."""
         self.closing.set()
         self._thread.join(SHUTDOWN_WAIT_S)
+        destroy_actions(self)
         super().destroy_node()
 
 

@@ -68,6 +68,7 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
+from refine_ros.bringup.spin import destroy_actions
 from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.loop.round_driver import RoundDriver
 from refine_ros.nodes._main import run_node
@@ -502,6 +503,7 @@ class LearnerNode(Node):
         if active is not None:
             active.fail("the learner is shutting down")
         self._thread.join(SHUTDOWN_WAIT_S)  # a sandboxed fit is left to die with this process
+        destroy_actions(self)
         super().destroy_node()
 
 

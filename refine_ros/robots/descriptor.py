@@ -101,7 +101,9 @@ class Robot:
     bridge: str
     """Its bridge node (node registry name): safe actions in, the task's observation out."""
     twin: str
-    """Its twin node: the physics behind the driver interfaces (`driver:=twin`)."""
+    """Its twin node: the physics behind the driver interfaces (`driver:=twin`). It serves
+    `~/reset` (std_srvs/Trigger), the operator's hands: the rehearsal resets the scene between
+    episodes, and the fault matrix puts the robot back before it confirms a second time."""
     fake_driver: str
     """`module:Class` of the node that stands in for its hardware in the fault matrix and the
     live-graph benchmark (`python -m refine_ros.robots.fake_driver NAME`)."""

@@ -48,6 +48,7 @@ from std_msgs.msg import Float64, Float64MultiArray, Int8, String
 from std_srvs.srv import SetBool, Trigger
 
 from refine_core.tasks.registry import get_task
+from refine_ros.bringup.spin import destroy_actions
 from refine_ros.nodes._bridge import BridgeNode
 from refine_ros.nodes._main import run_node
 from refine_ros.params import (
@@ -478,6 +479,7 @@ class ArmBridge(BridgeNode):
                     self._pause.call_async(request)
             except Exception as exc:  # noqa: BLE001 - shutting down: report, never mask the exit
                 self.get_logger().warning(f"could not pause MoveIt Servo: {exc}")
+        destroy_actions(self)
         super().destroy_node()
 
     # ---- observations -------------------------------------------------------------------

@@ -70,6 +70,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, Int8
 from std_srvs.srv import SetBool, Trigger
 
+from refine_ros.bringup.spin import destroy_actions
 from refine_ros.nodes._main import run_node
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.robots._twin.frames import Pose, Transform
@@ -550,6 +551,7 @@ class ArmTwinNode(Node):
         twin = getattr(self, "twin", None)
         for node in getattr(self, "companion_nodes", ()):
             node.destroy_node()
+        destroy_actions(self)
         super().destroy_node()
         if twin is not None:
             with self.lock:

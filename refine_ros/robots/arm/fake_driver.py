@@ -38,6 +38,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, Int8, String
 from std_srvs.srv import SetBool, Trigger
 
+from refine_ros.bringup.spin import destroy_actions
 from refine_ros.robots.arm.kinematics import Chain
 
 KNUCKLE = "robotiq_85_left_knuckle_joint"
@@ -102,6 +103,10 @@ class FakeArmDriver(Node):
         for name in self.faults:
             self.create_service(SetBool, f"fake/{name}", lambda req, res, n=name: self._fault(n, req, res))
         self.create_timer(self.period, self._tick)
+
+    def destroy_node(self) -> None:
+        destroy_actions(self)  # the gripper server, which rclpy's destroy_node leaves in the graph
+        super().destroy_node()
 
     # ---- MoveIt Servo -------------------------------------------------------------------
     def _servo_interfaces(self) -> None:
