@@ -88,8 +88,9 @@ slow"`) leaves them out. `make test-fast` runs without a usable DDS domain, so a
 a graph without the mark fails there instead of slowing the fast loop down unseen."""
 
 LONG_MODULES = (
-    "test_experiment.py", "test_loop.py", "test_llm_replay.py", "test_ros_multiprocess.py",
-    "test_bench.py", "test_ros_twin_rehearsal.py", "test_robot_plugins.py", "test_run_procedure.py",
+    "test_loop.py", "test_llm_replay.py", "test_ros_multiprocess.py", "test_bench.py",
+    "test_experiment_from_run.py", "test_experiment_ray.py", "test_experiment.py",
+    "test_ros_twin_rehearsal.py", "test_robot_plugins.py", "test_run_procedure.py",
     "test_ros_twin.py", "test_ros_demo.py", "test_process_death.py", "test_frozen_prompts.py",
 )
 """The modules that take longest (the sums of pytest --durations over a full run), longest

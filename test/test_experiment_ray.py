@@ -1,0 +1,15 @@
+"""`refine experiment` on Ray: the same numbers as local processes."""
+
+import pandas as pd
+import pytest
+from experiment_smoke import smoke
+
+
+@pytest.mark.slow
+def test_ray_jobs_reproduce_the_local_numbers(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is an optional extra")
+    local = pd.read_csv(smoke(tmp_path / "local", "door_open", "--workers", "1") / "episodes.csv")
+    on_ray = pd.read_csv(smoke(tmp_path / "ray", "door_open", "--workers", "2", "--ray", "local") / "episodes.csv")
+    assert not ray.is_initialized(), "the runner shuts down the Ray instance it started"
+    cols = ["condition", "seed", "return", "metric", "success"]
+    pd.testing.assert_frame_equal(local[cols], on_ray[cols])
