@@ -46,6 +46,22 @@ def test_operator_labels_choose_and_unlabelled_rounds_do_not_compete():
         choose_best(rounds, True, "vibes")
 
 
+def test_rounds_that_share_the_best_label_rate_are_told_apart_by_the_measured_metric():
+    """Six failed rounds on the arm's twin are not equally far from the door: where the robot
+    measures its metric (the handle's distance to the target, lower is better), it chooses among
+    the rounds tied on the operator's labels; rounds with a worse label rate never compete."""
+    rounds = [_round(0, 0.5416), _round(1, 0.5433), _round(2, 0.498), _round(3, 0.3408)]
+    failed = {r: [0.0, 0.0] for r in range(4)}
+    choice = choose_best(rounds, False, "operator", failed)
+    assert choice.round.round == 3 and choice.basis == "metric"
+    assert "rounds 0, 1, 2, 3 share the best operator label success rate 0.00" in choice.reason
+    assert "selection metric 0.3408 (measured from the robot's observations)" in choice.reason
+    one_opened = {**failed, 1: [1.0, 0.0]}
+    assert choose_best(rounds, False, "operator", one_opened).round.round == 1, "a label beats any metric"
+    unmeasured = [_round(0, math.nan), _round(1, math.nan)]
+    assert choose_best(unmeasured, False, "operator", {0: [0.0], 1: [0.0]}).basis == "rule"
+
+
 def _episode(db: RunDatabase, run_id: int, round_: int, index: int, *, success: float, label: str | None) -> None:
     db.save_episode(run_id, round_, "selection", index, seed=index, table=pd.DataFrame(),
                     summary={"return": math.nan, "metric": 0.0, "success": success, "steps": 5})

@@ -16,9 +16,12 @@ blind pick. `choose_best` therefore takes a basis (`BEST_ROUND_BASES`): the task
 simulator), the operator's success/failure labels of the live episodes (`operator`), or the
 success a configured signal reported for each episode (`signal`, e.g. a twin's success or a
 fiducial's predicate, stored as the episode's `success`). A round's score is then its success
-rate over the episodes that have an outcome. When nothing distinguishes the rounds (no
-outcome at all, or every round scores the same) it says so and keeps the earliest committed
-round by rule; the reason travels to the run's events, the console and the summary.
+rate over the episodes that have an outcome; rounds that share the best rate (every round
+failed, often, early on a robot) are told apart by the selection metric where the robot
+measures one from its own observations. When nothing distinguishes the rounds (no outcome at
+all, or every round scores the same and no measured metric differs) it says so and keeps the
+earliest committed round by rule; the reason travels to the run's events, the console and the
+summary.
 """
 
 from __future__ import annotations
@@ -145,6 +148,10 @@ def choose_best(records: Iterable[RoundRecord], higher_is_better: bool, basis: s
     if not scored:
         return BestChoice(committed[0], "rule", f"nothing distinguishes the rounds (none has {what_a}): round "
                           f"{committed[0].round} kept by rule (the earliest committed round)")
+    if basis != "metric":
+        tie_break = _by_metric_among_the_tied(scored, scores, higher_is_better, what)
+        if tie_break is not None:
+            return tie_break
     if len(scored) > 1 and len({scores[r.round] for r in scored}) == 1:
         return BestChoice(scored[0], "rule", f"nothing distinguishes the rounds (every round with {what_a} has "
                           f"the same, {scores[scored[0].round]:.4g}): round {scored[0].round} kept by rule (the "
@@ -158,6 +165,27 @@ def choose_best(records: Iterable[RoundRecord], higher_is_better: bool, basis: s
     counted = len((outcomes or {}).get(best.round, ()))
     return BestChoice(best, basis, f"round {best.round} by {what}s: success rate {scores[best.round]:.2f} over "
                                    f"{counted} labelled episode(s)")
+
+
+def _by_metric_among_the_tied(scored: list[RoundRecord], rates: Mapping[int, float], higher_is_better: bool,
+                              what: str) -> BestChoice | None:
+    """Where several rounds share the best success rate (on a robot, often every round failed),
+    the selection metric, when the robot measures one from its own observations (the door's
+    handle-to-target distance), tells them apart: six failed rounds are not equally far from the
+    task. None when it does not (one round at the top, or no measured metric among them)."""
+    top = max(rates[r.round] for r in scored)
+    tied = [r for r in scored if rates[r.round] == top]
+    measured = [r for r in tied if r.selection_metric == r.selection_metric]
+    if len(tied) < 2 or len({r.selection_metric for r in measured}) < 2:
+        return None
+    best = measured[0]
+    for record in measured[1:]:
+        if better(record.selection_metric, best.selection_metric, higher_is_better):
+            best = record
+    rounds = ", ".join(str(r.round) for r in tied)
+    return BestChoice(best, "metric", f"round {best.round}: rounds {rounds} share the best {what} success rate "
+                                      f"{top:.2f}; of them, round {best.round} has the best selection metric "
+                                      f"{best.selection_metric:.4g} (measured from the robot's observations)")
 
 
 def _rate(values: Sequence[float]) -> float:

@@ -1,0 +1,61 @@
+"""A committed twin run replays through the twin: the first rounds of the arm's run with a
+language model (`results/twin/arm_real/`), from its teleoperated take, with the recorded answers.
+
+`tools/twin_story.py --stages refine --analyst replay` runs `refine up arm_real --twin
+--processes --analyst replay` on a copy of the committed take, every node its own process, every
+episode live on the twin with the operator's confirmations and resets. The recorded answers are
+handed back in order (the rollouts on a loaded machine differ a little from the recorded ones,
+so the diagnostics' printouts do too): the programs the replay fits and runs are the recorded
+run's, round for round, and the twin's ground truth of every episode is written beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy (ROS 2 client wheels) is not installed")
+
+from refine_core.store.db import RunDatabase  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "results" / "twin" / "arm_real" / "2026-12-05-r1"
+ROUNDS = 2
+"""Round 0 (the zero-shot program) and the first revision: about four minutes of live episodes
+and fits, the short version of the committed run."""
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_the_committed_arm_twin_run_replays_its_programs_through_the_twin(tmp_path):
+    recorded = json.loads((RUN / "summary.json").read_text())
+    run = tmp_path / "replay"
+    run.mkdir()
+    shutil.copy(RUN / "take.db", run / "run.db")
+    story = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "twin_story.py"), "--robot", "arm", "--run", str(run),
+         "--stages", "refine", "--analyst", "replay", "--transcript", str(RUN / "transcript.jsonl"),
+         "--replay-mode", "sequential", "--max-rounds", str(ROUNDS), "--refine-timeout", "1200"],
+        capture_output=True, text=True, timeout=1400, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    log = (run / "refine.log").read_text() if (run / "refine.log").exists() else ""
+    assert story.returncode == 0, (story.stdout + story.stderr)[-3000:] + log[-3000:]
+
+    with RunDatabase(run, create=False) as db:
+        run_id = int(db.latest_run()["id"])
+        replayed = [r for r in db.rounds(run_id) if r["status"] == "committed"]
+        assert db.load_demonstration(run_id)["source"] == "teleop (arm_real)", "fitted to the committed take"
+    assert [int(r["round"]) for r in replayed] == list(range(ROUNDS))
+    for mine, theirs in zip(replayed, recorded["rounds"][:ROUNDS], strict=True):
+        assert hashlib.sha256(mine["program"].encode()).hexdigest() == theirs["program_sha256"], \
+            f"round {theirs['round']}: the replay ran another program than the recorded run"
+    truths = [json.loads(line) for line in (run / "truth_refine.jsonl").read_text().splitlines() if line.strip()]
+    assert sorted({t["round"] for t in truths}) == list(range(ROUNDS)), truths
+    assert all("min_handle_target_distance" in t["figures"] for t in truths), truths
