@@ -150,6 +150,8 @@ def refine(args, op: Operator, run: Path, timing: dict) -> None:
         extra += ["--transcript", str(args.transcript), "--replay-mode", args.replay_mode]
     if args.max_steps:
         extra += ["--max-steps", str(args.max_steps)]
+    for setting in args.set:
+        extra += ["--set", setting]
     t0 = time.time()
     with Load() as load:
         proc = _up(op.setup.profile, run, run / "refine.log", *extra, env=env)
@@ -409,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=0, help="step cap of every episode (0: the profile's length)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--refine-timeout", type=float, default=6 * 3600.0)
+    p.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                   help="a parameter of the refinement's `refine up` (repeatable), e.g. a replay's longer fit limit")
     args = p.parse_args(argv)
     stages = [s for s in args.stages.split(",") if s]
     unknown = set(stages) - set(STAGES)
