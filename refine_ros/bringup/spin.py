@@ -101,7 +101,7 @@ def call_service(client: Any, request: Any, timeout: float = 10.0) -> Any:
 
 
 def destroy_actions(node: Any) -> None:
-    """Destroy the node's action servers and clients; call it first in `destroy_node`.
+    """Destroy the node's action servers and clients; call it in `destroy_node`, before rclpy's.
 
     rclpy's `Node.destroy_node()` does not: they are waitables, which it leaves alone, and each
     holds the node's handle, so the node and its action services stay in the DDS graph,
