@@ -101,19 +101,26 @@ def test_destroyed_learner_and_analysis_nodes_leave_the_graph(context, run_dir):
     with them, until the garbage collector frees them; a client started later then finds the
     dead `learner/run_rl` at once and sends its goal there, where nothing answers (after an
     in-process `refine up` the RL goal tests lost theirs so). Both nodes stay referenced here,
-    as a reference cycle keeps them, and must still be gone from another participant's graph."""
+    as a reference cycle keeps them, and must still be gone from another participant's graph.
+    They live in a namespace of their own: a node process of an earlier test that was killed
+    stays in the graph until its lease runs out, under the same names."""
+    import os
+
+    namespace = f"/gone_{os.getpid()}"
     _record_demo(run_dir)
     other = rclpy.Context()
     rclpy.init(context=other)
     watcher = Node("graph_watcher", context=other)
-    learner = LearnerNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
-    analysis = AnalysisNode(context=context, parameter_overrides=[Parameter("run_dir", value=str(run_dir)),
-                                                                   Parameter("max_rounds", value=1)])
+    learner = LearnerNode(context=context, namespace=namespace,
+                          parameter_overrides=[Parameter("run_dir", value=str(run_dir))])
+    analysis = AnalysisNode(context=context, namespace=namespace, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("max_rounds", value=1)])
 
     def seen() -> tuple[set, bool]:
-        nodes = {name for name, _ns in watcher.get_node_names_and_namespaces()}
-        rl = any(name.startswith(f"/{protocol.RL_ACTION}/") for name, _t in watcher.get_service_names_and_types())
-        return nodes & {"learner_node", "analysis_node"}, rl
+        nodes = {name for name, ns in watcher.get_node_names_and_namespaces() if ns == namespace}
+        rl = any(name.startswith(f"{namespace}/{protocol.RL_ACTION}/")
+                 for name, _t in watcher.get_service_names_and_types())
+        return nodes, rl
 
     try:
         assert wait_for(lambda: seen() == ({"learner_node", "analysis_node"}, True), 30.0), seen()
