@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from refine_ros.bench.faults import Processes, node_command, profile_parameters
+from refine_ros.bringup.spin import call_service
 from refine_ros.robots.registry import get_robot, robot_names
 
 TARGETS = {"safety": "safety_node", "bridge": None, "learner": "learner_node"}
@@ -137,16 +138,12 @@ class Observer:
             self.status = {kv.key: kv.value for kv in msg.status[0].values}
 
     def confirm(self) -> bool:
-        from refine_ros.bringup.spin import call_service
-
         return bool(call_service(self.confirm_client, self.Trigger.Request()).success)
 
     def reset_twin(self) -> None:
         """Put the robot back where the rig started, as the operator does before trying again:
         a car that drove on while its first try was revoked may be off the road by now, where
         the detector sees no tiles and every observation is withheld."""
-        from refine_ros.bringup.spin import call_service
-
         if not call_service(self.reset_client, self.Trigger.Request()).success:
             raise RuntimeError(f"the twin refused {self.reset_client.srv_name}")
 
