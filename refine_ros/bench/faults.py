@@ -353,12 +353,18 @@ def run_fault(robot: str, fault: str, env: dict[str, str], workdir: Path, *, sta
             while not harness.confirm():
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"confirmation refused: {harness.status}")
+                if harness.status.get("estop_latched") == "True":
+                    # the heartbeat e-stop latched on a late beat (this process held up on a
+                    # loaded machine) before the fault under test: the operator re-arms it, as
+                    # the status asks, then confirms again
+                    harness.call(harness.rearm, harness.Trigger.Request())
                 time.sleep(0.25)
             if _wait_for(lambda: any(moving(robot, m) for _t, m in harness.commands), 10.0):
                 break
-            # a watchdog trip while the rig settles revokes the confirmation, as it must; an
-            # operator confirms again (the fault under test comes only after motion began)
-            if harness.status.get("state") != "unconfirmed":
+            # a watchdog trip (or a late e-stop beat) while the rig settles revokes the
+            # confirmation, as it must; an operator re-arms and confirms again (the fault
+            # under test comes only after motion began)
+            if harness.status.get("state") not in ("unconfirmed", "estop"):
                 raise RuntimeError(f"the robot never moved: {harness.status}")
         else:
             raise RuntimeError(f"the robot never moved after three confirmations: {harness.status}")
