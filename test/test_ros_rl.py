@@ -69,7 +69,7 @@ def sim_and_learner(tmp_path):
     assert not fit.failed, fit.error
     sim, _ = _start("sim_node", "task:=door_open")
     learner, lines = _start("learner_node", "task:=door_open", f"run_dir:={run_dir}",
-                            f"episode_timeout:={EPISODE_TIMEOUT_S}")
+                            f"episode_timeout:={EPISODE_TIMEOUT_S}", "listeners:=['']")  # no logger here
     try:
         deadline = time.monotonic() + STARTUP_S
         while not any("goals" in line and "ready" in line for line in lines):

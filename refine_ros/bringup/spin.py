@@ -16,7 +16,8 @@ what the tests exercise is what users run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 EXECUTORS = ("single", "multi")
@@ -114,3 +115,33 @@ def destroy_actions(node: Any) -> None:
     for waitable in list(node.waitables):
         if isinstance(waitable, (ActionServer, ActionClient)):
             waitable.destroy()
+
+
+def unmatched_listeners(node: Any, publisher: Any, listeners: Sequence[str]) -> list[str]:
+    """Which of `listeners` (node names) the publisher could not yet deliver to: not listed
+    on its topic, or listed by the graph but fewer subscriptions matched than listed.
+
+    A reliable, volatile publisher drops what it sends before a subscription matched it, and
+    discovery between two processes that started together can take a second on a loaded
+    machine: the live arm graph lost an episode's first five actions and policy steps to the
+    logger so (CI, a 'gap' event in the run database). An empty list: every one can hear it."""
+    infos = node.get_subscriptions_info_by_topic(publisher.topic_name)
+    listed = {info.node_name for info in infos}
+    missing = [name for name in listeners if name not in listed]
+    if not missing and publisher.get_subscription_count() < len(infos):
+        missing = [f"{len(infos) - publisher.get_subscription_count()} listed but not matched yet"]
+    return missing
+
+
+def wait_for_listeners(node: Any, publishers: Sequence[Any], listeners: Sequence[str], timeout: float,
+                       stop: threading.Event) -> str | None:
+    """Wait until every publisher can deliver to every listener (see `unmatched_listeners`);
+    None when they can, else what is still missing when `timeout` passed or `stop` was set."""
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = {pub.topic_name: unmatched_listeners(node, pub, listeners) for pub in publishers}
+        missing = {topic: names for topic, names in missing.items() if names}
+        if not missing:
+            return None
+        if time.monotonic() > deadline or stop.wait(0.02):
+            return "; ".join(f"{topic}: {', '.join(names)}" for topic, names in missing.items())

@@ -68,7 +68,7 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.sandbox.fit import FIT_VALIDATION_S
 from refine_core.store.db import RunDatabase, RunDatabaseError
 from refine_core.tasks.registry import get_task, task_names
-from refine_ros.bringup.spin import destroy_actions
+from refine_ros.bringup.spin import destroy_actions, wait_for_listeners
 from refine_ros.loop.control_path import ActiveEpisode, PolicyRunner
 from refine_ros.loop.round_driver import RoundDriver
 from refine_ros.nodes._main import run_node
@@ -103,6 +103,10 @@ PARAMETERS: dict[str, Param] = {
                                   "is recorded as failed", (1.0, 86400.0)),
     "robot": Param("", "the robot this learner drives ('' = a simulator: any demonstration); a robot's learner "
                    "fits only a demonstration teleoperated on it and refuses to start without one"),
+    "listeners": Param(["rollout_logger"], "nodes that must hear every action and policy step: before a round or "
+                       "an RL goal the learner waits (up to listener_timeout, then warns and goes on) until each "
+                       "has a matched subscription, since a message sent earlier is lost to it; [''] = none"),
+    "listener_timeout": Param(10.0, "seconds to wait for the listeners before a round", (0.0, 3600.0)),
     "fit_validation_timeout": Param(FIT_VALIDATION_S, "seconds a fit's validation phase (build, contract check, "
                                     "first epochs) may take: a forward that never returns is refused within it",
                                     (1.0, 3600.0)),
@@ -126,6 +130,8 @@ class LearnerNode(Node):
                                   validation_s=float(p["fit_validation_timeout"]), source=source)
         self.confirmation_timeout = float(p["confirmation_timeout"])
         self.wait_for_confirmation = bool(p["wait_for_confirmation"])
+        self.listeners = [name.strip() for name in p["listeners"] if name.strip()]
+        self.listener_timeout = float(p["listener_timeout"])
         reset, sim = str(p["reset_service"]).strip(), str(p["sim_node"]).strip("/")
 
         group = ReentrantCallbackGroup()  # service futures complete while a control callback runs
@@ -313,6 +319,7 @@ class LearnerNode(Node):
             error = f"the policy could not be built here: {type(exc).__name__}: {exc}"
             return protocol.rollout_result([_never_ran(p, error) for p in plan])
         self.pub_columns.publish(pack_json(runner.columns))
+        self._await_listeners(f"round {request['round']}")
         self.get_logger().info(f"round {request['round']}: {len(plan)} episodes")
         done_so_far = [0]
 
@@ -375,6 +382,7 @@ class LearnerNode(Node):
         def episode_phase(phase: str, _done: int | None, _planned: PlannedEpisode) -> None:
             publish("waiting_for_operator" if phase == "waiting_for_operator" else None)
 
+        self._await_listeners("RL")
         stop = _AnyOf(cancel, self._closing)
         where = (request["run_id"], request["round"])
         first = self._positions.get(where, 0)
@@ -416,6 +424,17 @@ class LearnerNode(Node):
                                f"{report.selection_resets} selection episodes; {report.describe_checkpoint()}")
         return protocol.rl_result(error=None, report=report.to_dict(),
                                   bundle=PolicyBundle.from_module(bundle.source, policy))
+
+    def _await_listeners(self, what: str) -> None:
+        """The logger must hear a round's first action: a volatile message sent before its
+        subscription matched ours is lost to it, and the run database would show a gap."""
+        if not self.listeners:
+            return
+        missing = wait_for_listeners(self, (self.pub_action, self.pub_step), self.listeners,
+                                     self.listener_timeout, self._closing)
+        if missing:
+            self.get_logger().warning(f"{what}: going on after {self.listener_timeout:g} s without every "
+                                      f"listener ({missing}); the logger records what it misses as gaps")
 
     def _activate(self, episode: ActiveEpisode | None) -> None:
         self.active = episode
