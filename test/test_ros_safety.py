@@ -15,6 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,6 +83,10 @@ class Fake:
     status: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     process: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    def log_tail(self, chars: int = 1500) -> str:
+        return self.log_path.read_text()[-chars:] if self.log_path and self.log_path.exists() else ""
 
     def connected(self) -> bool:
         pubs = (self.action, self.observation, self.teleop, self.estop)
@@ -185,6 +190,37 @@ def ros_safety(request):
 
 def moving(r: Received) -> bool:
     return r.values != ZERO
+
+
+def test_a_command_is_judged_after_the_observation_that_arrived_with_it():
+    """A safety node held up (here: not spun) while an observation and a command queue up takes
+    the observation first when it wakes, so the command is judged on fresh news: before, the
+    command ran first, was stopped as stale and revoked its episode's confirmation (reproduced
+    on a loaded machine: a confirmed episode that never moved)."""
+    ctx = Context()
+    rclpy.init(context=ctx)
+    safety = SafetyNode(context=ctx, parameter_overrides=[
+        Parameter(k, value=v) for k, v in {**ARM, "require_confirmation": False}.items()])
+    fake = make_fake(ctx)
+    fake_spinner = NodeSpinner([fake.node], ctx).start()
+    try:
+        assert wait_until(fake.connected), "DDS discovery did not complete"
+        fake.observe()
+        fake.send(fake.action, (0.5, 0.0, 0.0, 1.0))
+        time.sleep(0.3)  # both wait in the safety node's queues: one wake-up will find them together
+        t = time.monotonic()
+        safety_spinner = NodeSpinner([safety], ctx).start()
+        try:
+            # (the watchdog's first tick runs before any subscription and stops: nothing heard yet)
+            passed = wait_until(lambda: any(r.label == "policy" and moving(r) for r in fake.since(t)), 2.0)
+            assert passed, f"the queued command passed: {fake.since(t)[:3]}, {fake.status[-1:]}"
+        finally:
+            safety_spinner.stop()
+    finally:
+        fake_spinner.stop()
+        safety.destroy_node()
+        fake.node.destroy_node()
+        rclpy.shutdown(context=ctx)
 
 
 # ---- rules ----------------------------------------------------------------------------------
@@ -376,7 +412,7 @@ def safety_process(request, tmp_path):
     rclpy.init(context=ctx)
     fake = make_fake(ctx)
     fake.obs = list(profile["obs"])
-    fake.process = proc
+    fake.process, fake.log_path = proc, tmp_path / "safety.log"
     spinner = NodeSpinner([fake.node], ctx).start()
     try:
         assert wait_until(fake.connected, 30.0), "safety process did not come up"
@@ -417,10 +453,15 @@ def test_watchdog_zero_within_budget_over_100_trials(safety_process, record_prop
         with heartbeat(fake):
             assert fake.call(fake.confirm).success
             t = time.monotonic()
-            fake.stream(0.04, values=command)
-            # (a loaded machine may answer the confirmation and the first command a little late)
-            assert wait_until(lambda t=t: any(r.values != zero for r in fake.since(t)), 1.0), \
-                f"trial {trial}: never moved"
+            # the policy streams until the robot moves (for up to 1 s), as a real one does: on a
+            # loaded machine the first commands of trial 0 were stopped as stale while the
+            # confirmation stayed pending (observations fresh a moment later), so a test that
+            # sent 40 ms of commands and then waited saw a robot that "never moved"
+            while time.monotonic() - t < 1.0 and not any(r.values != zero for r in fake.since(t)):
+                fake.stream(0.02, values=command)
+            assert any(r.values != zero for r in fake.since(t)), \
+                f"trial {trial}: never moved; got {fake.since(t)[-5:]}; status {fake.status[-1:]}; " \
+                f"safety log: {fake.log_tail()}"
         t_obs, t_cmd = fake.stream(0.02, values=command)
         if trial % 2:  # policy goes silent, observations stay fresh
             t_stop = t_cmd

@@ -34,9 +34,13 @@ def test_nominal_episode_on_the_twin_never_trips_the_watchdog(tmp_path, robot):
     # the arm's marker, the car's camera -> detector tiles, silent here for longer than the
     # watchdog's timeout: a loaded CI machine can do that to any process); with the sensors
     # keeping their rates, the twin's nominal timing must never trip the watchdog.
+    # A trip whose cause is a stale *command* is this test process's own stall (the harness
+    # stands in for the learner), not the twin's timing; the safety node's status at the trip
+    # says which input went stale.
     timeout_ms = 1e3 * profile_parameters(robot, "safety_node")["watchdog_timeout"]
     if max(result.driver_longest_gap_ms, result.sensor_longest_gap_ms) < timeout_ms:
-        assert result.watchdog_trips == 0, result
+        twin_trips = [c for c in result.trip_causes if c["halt_cause"] != "stale command"]
+        assert result.watchdog_trips == 0 or (result.trip_causes and not twin_trips), result
         # and the graph ran a control loop: observations answered, commands at the driver (the
         # rate itself is a bench figure)
         assert result.steps >= 0.15 * result.configured_hz * 6.0, result

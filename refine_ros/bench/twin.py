@@ -180,6 +180,21 @@ class Harness:
             counts = [int(v["watchdog_trips"]) for t, v in self.status if since <= t <= until and "watchdog_trips" in v]
         return (max(counts) - min(counts)) if counts else 0
 
+    def trip_causes(self, since: float, until: float) -> list[dict[str, str]]:
+        """The safety node's own account at each trip (the first status that counts it): its
+        cause, the ages of its inputs and its late ticks, so a trip names where time was lost."""
+        keys = ("halt_cause", "observation_age_s", "policy_age_s", "late_watchdog_ticks")
+        causes, last = [], None
+        with self.lock:
+            for t, v in self.status:
+                if "watchdog_trips" not in v:
+                    continue
+                count = int(v["watchdog_trips"])
+                if last is not None and count > last and since <= t <= until:
+                    causes.append({k: v.get(k, "") for k in keys})
+                last = count
+        return causes
+
 
 # ---- one run -----------------------------------------------------------------------------------
 @dataclass
@@ -198,6 +213,8 @@ class RigResult:
     steps: int = 0
     latency_ms: dict[str, float] = field(default_factory=dict)
     watchdog_trips: int = 0
+    trip_causes: list[dict[str, str]] = field(default_factory=list)
+    """The safety node's status at each trip (`Harness.trip_causes`)."""
     logger_rows: int = 0
     logger_gaps: int = 0
     dropout: dict[str, Any] = field(default_factory=dict)
@@ -273,6 +290,7 @@ def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 
         t1 = time.monotonic()
         harness.end_episode(1)
         result.watchdog_trips = harness.trips(t0, t1)
+        result.trip_causes = harness.trip_causes(t0, t1)
         _rates(result, harness, t0, t1)
         if dropout_at is not None:
             result.dropout = _dropout(robot, harness.commands, t_fault, t_back, t1)

@@ -107,8 +107,12 @@ class SafetyNode(Node):
 
         self._safe_pub = self.create_publisher(Float64MultiArray, "refine/safe_action", qos.CONTROL)
         self._status_pub = self.create_publisher(DiagnosticArray, "safety/status", qos.STATE)
-        self.create_subscription(Float64MultiArray, "refine/action", self._on_policy, qos.COMMAND)
-        self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
+        # The inputs a command is judged by are subscribed before the commands: rclpy runs the
+        # ready subscriptions of one wake-up in creation order, so after this process was held
+        # up, an observation (or e-stop, dead-man) that arrived with a command is taken first,
+        # and the command is not stopped, and its confirmation not revoked, as "stale" on news
+        # already waiting in the queue (reproduced under load: a freshly confirmed episode that
+        # never moved, the observation fresh a moment later).
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(Step, "refine/observation", self._on_observation, qos.STATE)
         # the bridge stopped the robot on its own (its command watchdog: this node was silent)
@@ -116,6 +120,8 @@ class SafetyNode(Node):
         self._deadman_button = int(self.get_parameter("deadman_button").value)
         if self._deadman_button >= 0:
             self.create_subscription(Joy, str(self.get_parameter("deadman_topic").value), self._on_joy, qos.SENSOR)
+        self.create_subscription(Float64MultiArray, "refine/action", self._on_policy, qos.COMMAND)
+        self.create_subscription(Float64MultiArray, "refine/teleop_action", self._on_teleop, qos.COMMAND)
         self._last_tick: float | None = None
         self._deferred = False
         self.late_ticks = 0
