@@ -232,6 +232,6 @@ class LocalPolisher:
         from refine_core.learn.rl import RLConfig, train_rl
 
         policy = bundle.build(self.task.spec)
-        config = RLConfig.preset(self.preset, **settings)
+        config = RLConfig.preset(self.preset, self.task.spec.rl_settings, **settings)
         report = train_rl(self.task, policy, config, progress=self.progress, on_update=on_update)
         return PolishOutcome(PolicyBundle.from_module(bundle.source, policy), report.to_dict())

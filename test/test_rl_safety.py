@@ -200,6 +200,22 @@ def test_presets_are_what_their_names_say_and_every_departure_is_named():
         RLConfig(target_kl=0.0)
 
 
+def test_a_tasks_own_settings_shape_ours_only_and_are_named():
+    """The door's measured settings (TaskSpec.rl_settings) are part of "ours" there; the
+    published preset ignores them; a flag still overrides them; every result names them."""
+    from refine_core.tasks.registry import get_task
+
+    door = get_task("door_open").spec.rl_settings
+    assert door, "the door carries its measured RL settings"
+    ours = RLConfig.preset("ours", door)
+    assert {k: getattr(ours, k) for k in door} == door
+    assert ours.preset_name(door) == "ours" and ours.preset_name() == "custom"
+    assert any(f"x{door['std_scale']:g}" in d for d in ours.departures()), "the wider noise is named"
+    assert RLConfig.preset("published", door) == RLConfig.preset("published")
+    assert RLConfig.preset("ours", door, lr=1e-4).lr == 1e-4, "a flag overrides the task"
+    assert get_task("car_racing").spec.rl_settings == {}, "the car keeps the shared default it was measured with"
+
+
 def test_refine_rl_takes_a_preset_and_flags_change_it(tmp_path, capsys):
     import json
 

@@ -87,7 +87,7 @@ def test_learner_declares_parameters_and_shuts_down(context, run_dir):
         assert set(LEARNER_PARAMETERS) == {"task", "run_dir", "fit_timeout", "episode_timeout", "sim_node",
                                            "reset_service", "wait_for_confirmation", "confirmation_timeout",
                                            "robot", "fit_validation_timeout", "observation_timeout",
-                                           "episode_steps"}
+                                           "episode_steps", "listeners", "listener_timeout"}
         _declared(node, LEARNER_PARAMETERS)
         assert node.describe_parameter("fit_timeout").floating_point_range
         assert node.describe_parameter("task").read_only

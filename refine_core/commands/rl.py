@@ -60,7 +60,7 @@ def run(args) -> int:
         raise UserError("--program is required unless --compare is given")
     task = task_or_error(args.task)
     try:
-        config = RLConfig.preset(args.rl_preset, **given(args, RLConfig))
+        config = RLConfig.preset(args.rl_preset, task.spec.rl_settings, **given(args, RLConfig))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     result = run_study(task.spec.name, args.program, config, eval_seeds=args.eval_seeds, perturb=args.perturb,

@@ -166,7 +166,7 @@ def run_experiment(opts: ExperimentOptions) -> Path:
     order = [p.key for p in programs]
     plans = sorted({(c.program, c.rl_resets, c.preset) for c in conds},
                    key=lambda k: (order.index(k[0]), k[1], k[2]))
-    configs = {plan: rl_config(by_key[plan[0]], plan[1], opts, plan[2]) for plan in plans}
+    configs = {plan: rl_config(by_key[plan[0]], plan[1], opts, plan[2], task.spec.rl_settings) for plan in plans}
     workers = opts.workers or os.cpu_count() or 1
     seeds = evaluation_seeds(task, opts.seeds)
     il_plans = [plan for plan in plans if plan[1] == 0]
@@ -244,9 +244,11 @@ def evaluation_seeds(task: Task, n: int) -> list[int]:
     return seeds_for(task.spec, "eval", n)
 
 
-def rl_config(program: Program, resets: int, opts: ExperimentOptions, preset: str = "ours") -> dict | None:
+def rl_config(program: Program, resets: int, opts: ExperimentOptions, preset: str = "ours",
+              task_settings: dict | None = None) -> dict | None:
     """RL settings of one training, every field spelled out. "ours": the product default with
-    `opts.rl` (and `mlp_rl_lr`) on top, the accepted checkpoint. "published": METHOD.md's
+    the task's own settings (`TaskSpec.rl_settings`), then `opts.rl` (and `mlp_rl_lr`) on top,
+    the accepted checkpoint. "published": METHOD.md's
     settings and rule (final weights, no selection resets), with selection evaluations added
     when best-checkpoint rows are asked for (they never change the final weights, see
     `learn.rl`); a smoke run's shrunken window applies to both."""
@@ -272,7 +274,7 @@ def rl_config(program: Program, resets: int, opts: ExperimentOptions, preset: st
     if opts.max_steps:
         changes["max_steps"] = opts.max_steps
     try:
-        cfg = asdict(RLConfig.preset(preset, **changes))  # refuse a bad setting before any job starts
+        cfg = asdict(RLConfig.preset(preset, task_settings, **changes))  # refuse a bad setting before any job starts
     except ValueError as exc:
         raise ExperimentSetupError(f"RL settings: {exc}") from None
     return cfg

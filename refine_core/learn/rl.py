@@ -38,7 +38,7 @@ import copy
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Protocol
 
@@ -202,11 +202,15 @@ class RLConfig:
             self.selection_seeds = tuple(int(s) for s in self.selection_seeds)
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> RLConfig:
-        """A named preset (`PRESETS`) with `overrides` on top."""
+    def preset(cls, name: str, task_settings: Mapping[str, object] | None = None, **overrides) -> RLConfig:
+        """A named preset (`PRESETS`) with `overrides` on top. Under "ours" a task's own measured
+        settings (`TaskSpec.rl_settings`) come between the two: how much a program may move per
+        update and how widely it explores depend on the noise IL fitted to the task's
+        demonstration (docs/RL.md). The published preset is the same for every task."""
         if name not in PRESETS:
             raise ValueError(f"RL preset must be one of {tuple(PRESETS)}, got {name!r}")
-        return cls(**{**PRESETS[name], **overrides})
+        own = dict(task_settings or {}) if name == "ours" else {}
+        return cls(**{**PRESETS[name], **own, **overrides})
 
     @property
     def selection_count(self) -> int:
@@ -256,14 +260,14 @@ class RLConfig:
                            f"alpha {self.accept_alpha:g})")
         return out
 
-    def preset_name(self) -> str:
-        """"published" or "ours" when this config is one of them exactly (budget, seeds and
-        episode cap aside), else "custom"."""
+    def preset_name(self, task_settings: Mapping[str, object] | None = None) -> str:
+        """"published" or "ours" (with the task's own settings) when this config is one of them
+        exactly (budget, seeds and episode cap aside), else "custom"."""
         free = {"reset_budget", "max_steps", "seed", "first_env_seed", "selection_seeds", "selection_episodes",
                 "group_size"}
         mine = {k: v for k, v in asdict(self).items() if k not in free}
         for name in PRESETS:
-            theirs = {k: v for k, v in asdict(RLConfig.preset(name)).items() if k not in free}
+            theirs = {k: v for k, v in asdict(RLConfig.preset(name, task_settings)).items() if k not in free}
             if mine == theirs:
                 return name
         return "custom"

@@ -107,6 +107,10 @@ class TaskSpec:
     (nobody ships a policy that adds noise to its commands). Post-refinement RL selects and
     accepts its checkpoints in this mode, so RL improves what the robot runs; an evaluation
     mode chosen to match published figures may differ."""
+    rl_settings: dict = field(default_factory=dict)
+    """This task's measured changes to RL's default preset ("ours"; `RLConfig` field names):
+    e.g. a scripted demonstration leaves IL a noise too small to explore with, so the task
+    explores wider and steps further (docs/RL.md says how each was chosen). Empty: the preset."""
     description_variant: str = "detailed"
     """Which description the texts of this spec are (`DESCRIPTION_VARIANTS`); runs and result
     tables name it."""

@@ -356,7 +356,7 @@ class LearnerNode(Node):
             RlEpisodeError,
         )
 
-        request = protocol.read_rl_goal(handle.request)
+        request = protocol.read_rl_goal(handle.request, self.spec.rl_settings)
         config = request["config"]
         if self.reset_client is None and not self.task.metric_from_observations:  # said before any operator reset
             return protocol.rl_result(error=f"RL needs a reward: a robot publishes none, and {self.spec.name}'s "
@@ -408,7 +408,7 @@ class LearnerNode(Node):
             publish()
 
         self.get_logger().info(f"RL on run {request['run_id']}: {config.reset_budget} resets, "
-                               f"{config.preset_name()} settings ({'; '.join(config.departures()) or 'as published'})")
+                               f"{config.preset_name(self.spec.rl_settings)} settings ({'; '.join(config.departures()) or 'as published'})")
         self._progress, self._current_goal, self._stop = episode_phase, bytes(handle.goal_id.uuid), stop
         try:
             report = train_rl(self.task, policy, config, progress=False, on_update=on_update, sampler=sampler,

@@ -169,10 +169,11 @@ def rl_goal(run_id: int, round_: int, bundle: PolicyBundle, settings: Mapping, p
                       settings_json=json.dumps(dict(settings), default=float), bundle_npz=bundle.to_npz_bytes())
 
 
-def read_rl_goal(goal: Any) -> dict:
+def read_rl_goal(goal: Any, task_settings: Mapping | None = None) -> dict:
     """{run_id, round, config (an RLConfig), bundle (undecoded bytes)}; a preset or a setting
-    RLConfig refuses is a protocol error naming it."""
-    config = rl_config(goal.preset or "ours", rl_settings(goal.settings_json))
+    RLConfig refuses is a protocol error naming it. `task_settings`: the task's own RL settings
+    (`TaskSpec.rl_settings`), which "ours" includes."""
+    config = rl_config(goal.preset or "ours", rl_settings(goal.settings_json), task_settings)
     return {"run_id": int(goal.run_id), "round": int(goal.round), "config": config, "bundle": bytes(goal.bundle_npz)}
 
 
@@ -194,12 +195,13 @@ def rl_settings(text: str) -> dict:
     return settings
 
 
-def rl_config(preset: str, settings: Mapping) -> Any:
-    """The RLConfig of a named preset with `settings` over it; refused values name themselves."""
+def rl_config(preset: str, settings: Mapping, task_settings: Mapping | None = None) -> Any:
+    """The RLConfig of a named preset (with the task's own settings) and `settings` over it;
+    refused values name themselves."""
     from refine_core.learn.rl import RLConfig
 
     try:
-        return RLConfig.preset(preset, **settings)
+        return RLConfig.preset(preset, task_settings, **settings)
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"RL settings refused: {exc}") from None
 
