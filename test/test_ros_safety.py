@@ -195,8 +195,8 @@ def moving(r: Received) -> bool:
 def test_a_command_is_judged_after_the_observation_that_arrived_with_it():
     """A safety node held up (here: not spun) while an observation and a command queue up takes
     the observation first when it wakes, so the command is judged on fresh news: before, the
-    command ran first, was stopped as stale and revoked its episode's confirmation (reproduced
-    on a loaded machine: a confirmed episode that never moved)."""
+    command ran first and was stopped as stale (a stop that, after another cause, also revokes
+    the episode's confirmation)."""
     ctx = Context()
     rclpy.init(context=ctx)
     safety = SafetyNode(context=ctx, parameter_overrides=[

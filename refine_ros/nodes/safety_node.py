@@ -111,8 +111,8 @@ class SafetyNode(Node):
         # ready subscriptions of one wake-up in creation order, so after this process was held
         # up, an observation (or e-stop, dead-man) that arrived with a command is taken first,
         # and the command is not stopped, and its confirmation not revoked, as "stale" on news
-        # already waiting in the queue (reproduced under load: a freshly confirmed episode that
-        # never moved, the observation fresh a moment later).
+        # already waiting in the queue (test_ros_safety: a command queued with its observation
+        # passed only in this order).
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(Step, "refine/observation", self._on_observation, qos.STATE)
         # the bridge stopped the robot on its own (its command watchdog: this node was silent)
