@@ -196,8 +196,9 @@ DESCRIPTIONS: tuple[str, ...] = tuple(_VARIANTS)
 
 
 RL_SETTINGS = {"lr": 3e-3, "target_kl": 0.05, "std_scale": 4.0}
-"""RL's default here, measured (docs/RL.md, results/door_open/2026-12-05-ours/sweep): the scripted
-demonstration is nearly noise-free, so IL fits an action noise of 0.007-0.08 and the shared
+"""RL's default here, measured (docs/RL.md; results/door_open/2026-12-05-ours/sweep and
+results/door_open/2026-12-05-door-default): the scripted demonstration is nearly noise-free,
+so IL fits an action noise of 0.007-0.08 and the shared
 default (step 3e-4, KL 0.005 per update) left a program that never opened the door where it was
 (0.471); with 4x the noise to explore and a larger step inside a wider trust region, the same
 program brought the handle to 0.023 m of its target on 10 of 10 evaluation seeds after 400
