@@ -173,6 +173,12 @@ def test_moveit_servo_tf_and_the_gripper_action(rig, servo):
     assert len(r.harness.commands) == count
 
 
+def _moving_time(commands: list[tuple[float, bool]], until: float) -> float:
+    """Seconds during which the newest command was a moving one (commands: arrival, moving)."""
+    ends = [t for t, _m in commands[1:]] + [until]
+    return sum(end - t for (t, moving), end in zip(commands, ends, strict=True) if moving)
+
+
 def test_a_ros2_control_forward_velocity_controller(rig):
     """Joint velocities from the arm's own URDF (robot_description) and damped least squares:
     the tool moves along the commanded Cartesian velocity; a stop is all-zero joint velocities,
@@ -187,7 +193,12 @@ def test_a_ros2_control_forward_velocity_controller(rig):
     assert all(len(v) == 7 for v in sent) and any(any(abs(x) > 1e-3 for x in v) for v in sent)
     moved = r.position("hand", "right_arm_base_link") - start
     assert moved / np.linalg.norm(moved) == pytest.approx(np.array([1.0, 0.0, -1.0]) / math.sqrt(2), abs=0.05)
-    assert np.linalg.norm(moved) == pytest.approx(0.04 * math.sqrt(2), rel=0.3)
+    # 0.04 m/s along each of x and z for as long as a moving command was the controller's newest:
+    # on a loaded machine this process can pause its sends past the guard's 0.15 s, the guard
+    # stops the arm meanwhile (CI once: 0.030 m in place of 0.057), so the time counted is the
+    # time the moving commands held, as the driver received them
+    held_s = _moving_time([(t, any(abs(x) > 1e-3 for x in m.data)) for t, m in r.harness.commands], time.monotonic())
+    assert np.linalg.norm(moved) == pytest.approx(0.04 * math.sqrt(2) * min(held_s, 1.0), rel=0.3), held_s
     r.send((0.4, 0.0, -0.4, 1.0), label="estop")
     assert _wait(lambda: r.last() == (0.0,) * 7)
     time.sleep(0.3)
