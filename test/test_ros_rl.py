@@ -243,5 +243,6 @@ def test_rl_after_refinement_runs_on_the_learner_through_the_graph(tmp_path, mon
         assert kinds["rl"] == 4 and kinds["rl_selection"] == 6, kinds
         assert kinds["selection"] == 1 and kinds["eval"] == 1, "the RL round's own evaluation"
         # RL's episodes and the evaluation after them are one round's: none may share a counter
-        assert (episodes["complete"] == 1).all() and episodes["error"].isna().all(), episodes
+        gaps = db.events(run_id, kind="gap")  # which stream's step never came, if one did
+        assert (episodes["complete"] == 1).all() and episodes["error"].isna().all(), (episodes, gaps)
         assert (episodes["steps"] == MAX_STEPS).all()

@@ -32,17 +32,23 @@ class Gap:
     first_missing: int
     next_step: int
     missing: int
+    last_seen: dict[str, int] = field(default_factory=dict)
+    """For a loss at the end (stream "all"): each stream's last step, which says whose tail
+    never came."""
 
     @property
     def message(self) -> str:
         if self.stream == "all":
-            return f"{self.missing} step(s) missing at the end of episode {self.episode}"
+            seen = ", ".join(f"{stream} {step}" for stream, step in sorted(self.last_seen.items()))
+            return (f"{self.missing} step(s) missing at the end of episode {self.episode} (rows {self.first_missing} "
+                    f"of {self.next_step}; last step per stream: {seen or 'none'})")
         return (f"{self.stream}: {self.missing} step(s) missing before step {self.next_step} of episode "
                 f"{self.episode}")
 
     def data(self) -> dict[str, Any]:
-        return {"stream": self.stream, "episode": self.episode, "first_missing": self.first_missing,
+        data = {"stream": self.stream, "episode": self.episode, "first_missing": self.first_missing,
                 "next_step": self.next_step, "missing": self.missing}
+        return data | ({"last_seen": dict(self.last_seen)} if self.last_seen else {})
 
 
 @dataclass
@@ -131,7 +137,7 @@ class Episode:
         if missing <= 0:
             return True, None
         self.gaps += missing  # lost at the end of the episode, where counters cannot show a jump
-        return True, Gap("all", self.number, self.rows, last + 1, missing)
+        return True, Gap("all", self.number, self.rows, last + 1, missing, dict(self.last_step))
 
     def summary(self) -> dict[str, Any]:
         """The episodes row's summary: what the logger computed, then what the end events
