@@ -121,7 +121,7 @@ def test_a_forward_that_never_returns_is_refused_by_the_validation_phase(car, re
     started = time.monotonic()
     result = fit(source, car[1], limits=Limits(wall_s=600.0))
     took = time.monotonic() - started
-    record_property("hanging_forward_refused_s", round(took, 2))
+    record_property("hanging_forward_refused_s", round(float(took), 2))
     assert result.status == "timeout" and result.phase == "validation", result.error
     assert result.error.startswith("validation phase:") and "never returns" in result.error
     assert "long fit was not started" in result.error
