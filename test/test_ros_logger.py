@@ -104,7 +104,8 @@ def test_a_tail_lost_after_the_end_event_is_a_gap(run_dir):
     w.stop()
     db = RunDatabase(run_dir)
     gaps = [g["data"] for g in db.events(1, kind="gap")]
-    assert gaps == [{"stream": "all", "episode": 1, "first_missing": 5, "next_step": 8, "missing": 3}]
+    assert gaps == [{"stream": "all", "episode": 1, "first_missing": 5, "next_step": 8, "missing": 3,
+                     "last_seen": {"observation": 4}}]
     assert db.episodes(1).iloc[0]["steps"] == 5
     db.close()
 
@@ -202,6 +203,33 @@ def test_label_without_a_finished_episode_is_refused(run_dir):
     ok, message = w.label(True)
     w.stop()
     assert not ok and "no finished episode" in message
+
+
+def test_a_label_goes_to_the_episode_that_just_ended_while_its_tail_is_still_awaited(run_dir):
+    """The operator judges an episode when it ends; the logger may still be waiting for its
+    terminal observation. Found on the car's twin: the verdict went to the episode before."""
+    w = _writer(run_dir, join_timeout=0.05)
+    _episode(w, 0, 0, "diagnostic", 3)
+    assert wait_for(lambda: w.last_finished is not None, 5.0)
+    w.put("events", pack_json({"event": "start", "episode": 1, "index": 0, "round": 0, "kind": "selection"}))
+    for t in range(3):  # its terminal observation (step 3) has not come yet
+        w.put("observation", pack_vector(1, t, [t, t]))
+        w.put("action", pack_vector(1, t, [0.0, 1.0]))
+        w.put("reward", pack_vector(1, t, [1.0, float(t == 2), 0.0]))
+    w.put("events", pack_json({"event": "end", "episode": 1, "metric": 0.5, "steps": 3}))
+    time.sleep(0.3)
+    assert w.last_finished == (1, 0, "diagnostic", 0), "the selection episode is still settling"
+    ok, message = w.label(False)
+    assert ok and "selection" in message, message
+    w.put("observation", pack_vector(1, 3, [3, 3]))
+    assert wait_for(lambda: w.last_finished == (1, 0, "selection", 0), 5.0)
+    ok, message = w.label(True)  # the next verdict, with nothing newer ended: the same episode
+    w.stop()
+    db = RunDatabase(run_dir)
+    labels = db.episodes(1).set_index("kind")["label"]
+    assert labels["selection"] == "success" and labels.isna()["diagnostic"], labels
+    assert [e["data"]["kind"] for e in db.events(1, kind="label")] == ["selection", "selection"]
+    db.close()
 
 
 # -- over DDS, the logger as its own process ---------------------------------------------------------

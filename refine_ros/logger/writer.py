@@ -102,6 +102,8 @@ class LogWriter:
         self.bad_messages = 0
         self.unannounced = 0
         self.last_finished: tuple | None = None
+        self._last_finished_end: float = float("-inf")
+        """When the last closed episode's end became known (its end_at)."""
         self.db: RunDatabase | None = None
         self.error: BaseException | None = None
         self._events: list[tuple[str, str, dict, int | None]] = []
@@ -415,6 +417,8 @@ class LogWriter:
             if episode.columns and self.stores_steps(kind):
                 self.db.set_episode_fields(*episode.key, columns=list(episode.columns))
         self.last_finished = episode.key
+        if episode.end_at is not None:
+            self._last_finished_end = episode.end_at
         self.book.mark_closed(episode)
         self.rows.forget(episode.number)
 
@@ -442,12 +446,21 @@ class LogWriter:
             done.set()
         self._flush_requests = keep
 
+    def _label_target(self) -> tuple | None:
+        """The episode an operator's verdict is about: the one that ended last. A person judges
+        an episode the moment it ends, while its row may still wait here for the tail of its
+        streams (up to the settle window), so an ended episode not yet closed comes before the
+        last closed one; labelling "the last closed" gave a verdict to the episode before."""
+        settling = [episode for episode in self.book.open.values() if episode.end_at is not None]
+        latest = max(settling, key=lambda episode: episode.end_at, default=None)
+        if latest is not None and latest.end_at >= self._last_finished_end:
+            return self._open(latest)
+        return self.last_finished if self.last_finished is not None else self.db.last_complete_episode()
+
     def _label(self, success: bool, done: threading.Event, answer: list) -> None:
         try:
             self._flush(final=False)
-            key = self.last_finished
-            if key is None:
-                key = self.db.last_complete_episode()
+            key = self._label_target()
             if key is None:
                 answer.append((False, "no finished episode to label yet"))
                 return
