@@ -78,8 +78,8 @@ test: install
 
 # The edit-run loop: every test that starts no ROS graph and is not marked slow, on a DDS domain
 # no participant can join (a graph test without the `ros` mark fails here, saying so). Two
-# workers: these tests mostly wait (sandbox deadlines, subprocesses), so a second one halves
-# the wall time even on two cores (serial 4 min 9 s, two workers 2 min 51 s, same machine).
+# workers: these tests mostly wait (sandbox deadlines, subprocesses), so a second one cuts
+# the wall time by a third even on two cores (serial 4 min 9 s, two workers 2 min 51 s, here).
 FAST_WORKERS ?= 2
 test-fast: install
 	REFINE_TESTS_WITHOUT_DDS=1 $(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist loadfile --no-loadscope-reorder \

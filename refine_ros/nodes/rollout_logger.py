@@ -8,7 +8,7 @@ streams into rows (`refine_ros.logger.rows`), keeps the episodes' books
 
 Services: `logger/flush` (std_srvs/Trigger) answers once every message queued before the call
 is committed; `logger/label_episode` (std_srvs/SetBool) stores an operator's success/failure
-label for the last finished episode. Topics and QoS: docs/ROS_INTERFACES.md.
+label for the episode that ended last (settled or not). Topics and QoS: docs/ROS_INTERFACES.md.
 """
 
 from __future__ import annotations
