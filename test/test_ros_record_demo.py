@@ -119,6 +119,59 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         graph.close()
 
 
+def test_a_take_starts_only_while_the_robots_observations_flow(context, run_dir):
+    """The bridge announces its columns at start-up, before the driver's sensors give it an
+    observation (under load, seconds before): a take begun then would record the operator's first
+    moves as nothing. While the driver is silent demo/start refuses and says why; once the
+    joint states and TF are back it starts."""
+    driver = FakeArmDriver(context)
+    silent = driver.create_client(SetBool, "fake/driver_silent")
+    operator = DemoStatus(context)
+    graph = Graph(context, _node(ArmBridge, context, **_arm("arm_bridge")),
+                  _node(SafetyNode, context, **_arm("safety_node")),
+                  _node(DemoRecorder, context, task="door_open", robot="arm_real", run_dir=str(run_dir),
+                        max_gap=0.5),
+                  driver, operator)
+    try:
+        assert call(silent, SetBool.Request(data=True)).success
+        time.sleep(1.0)  # longer than max_gap: the robot has gone quiet
+        answers = []
+
+        def refused_for_silence() -> bool:
+            answers.append(call(operator.start, Trigger.Request()))
+            return "no observation from the robot" in answers[-1].message
+
+        assert _wait(refused_for_silence, 20.0), answers[-1].message
+        assert not answers[-1].success and "sensors publishing" in answers[-1].message
+        assert not any(s["state"] == "recording" for s in operator.states), "no take began"
+        assert call(silent, SetBool.Request(data=False)).success
+        assert _wait(lambda: call(operator.start, Trigger.Request()).success, 20.0), "the sensors are back"
+        operator.wait_for("recording")
+    finally:
+        graph.close()
+
+
+def test_without_the_safety_nodes_commands_a_take_does_not_start(context, run_dir):
+    """The recorder pairs observations with the commands the safety node let through; with no
+    safety node (or one not heard yet) there is nothing to pair, and start says which input is
+    missing."""
+    driver, operator = FakeArmDriver(context), DemoStatus(context)
+    graph = Graph(context, _node(ArmBridge, context, **_arm("arm_bridge")),
+                  _node(DemoRecorder, context, task="door_open", robot="arm_real", run_dir=str(run_dir)),
+                  driver, operator)
+    try:
+        answers = []
+
+        def refused_for_silence() -> bool:
+            answers.append(call(operator.start, Trigger.Request()))
+            return "no command on refine/safe_action yet" in answers[-1].message
+
+        assert _wait(refused_for_silence, 20.0), answers[-1].message
+        assert not answers[-1].success and "is the safety node running?" in answers[-1].message
+    finally:
+        graph.close()
+
+
 def test_the_dead_man_button_gates_the_gamepad(context):
     pad = FakeGamepad(context)
     joy = _node(JoyTeleop, context, task="car_racing")

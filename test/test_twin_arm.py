@@ -11,7 +11,14 @@ import pytest
 from refine_core.tasks.door_open.expert import DoorExpert
 from refine_ros.robots._twin.frames import Pose
 from refine_ros.robots._twin.realtime import DropoutPlan
-from refine_ros.robots.arm.twin import OPEN_GAP_M, ArmTwin, ArmTwinConfig, GripperGoal, TwistCommand
+from refine_ros.robots.arm.twin import (
+    CLOSED_GAP_M,
+    OPEN_GAP_M,
+    ArmTwin,
+    ArmTwinConfig,
+    GripperGoal,
+    TwistCommand,
+)
 
 PERIOD = 0.02  # 50 Hz
 EXACT = dict(joint_position_std_rad=0.0, marker_position_std_m=0.0, marker_rotation_std_rad=0.0)
@@ -163,6 +170,7 @@ def test_the_gripper_goes_to_its_goal_opening_within_its_force_cap(arm):
     capped = [finger_forces(arm, t, GripperGoal(position=0.0, max_effort=20.0)) for t in np.arange(0.8, 3.0, PERIOD)]
     state = arm.gripper_state(3.0)
     assert state.position < 0.02 and not state.reached_goal and state.stalled  # the fingers' end stop
+    assert state.position == pytest.approx(CLOSED_GAP_M, abs=0.001), "the closed limit the driver maps to"
     assert max(capped) <= 20.0 + 1e-6
     full = [finger_forces(arm, t, GripperGoal(OPEN_GAP_M, 0.0)) for t in np.arange(3.0, 4.0, PERIOD)]
     assert max(full) > 20.0, "without a cap the fingers push harder"

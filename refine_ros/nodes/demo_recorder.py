@@ -18,6 +18,9 @@ takes store success NaN). After a keep, a discard or a re-record comes the reset
 the scene back; then the next take starts by itself (`auto_start`, always after a re-record)
 or waits for `demo/start`. The session ends once `takes` takes are kept (0: until
 `demo/finish`), and then `finished` is set, which ends `refine up <profile>_record_demo`.
+On a robot `demo/start` refuses, saying why, until the bridge's observations and the safety
+node's commands flow (the columns come at start-up, the first observation only once the
+driver's sensors do, and either may be heard late by a process started beside them).
 
 Releasing the dead-man button pauses: those steps are left out of the take, not recorded as
 stop actions. A brief sensor dropout is kept and marked in the take's summary (`gaps`); one
@@ -110,6 +113,9 @@ class DemoRecorder(Node):
         self.columns: tuple[str, ...] | None = None
         self.seed = -1
         self._episode_seen: int | None = None
+        self._observed_at: float | None = None
+        self._commanded_at: float | None = None
+        """When the newest observation and executed command arrived (monotonic s), in any state."""
         self._start_after: int | None = None
         self._estop = False
         self._reset_timer = None
@@ -118,7 +124,8 @@ class DemoRecorder(Node):
         self.pub_status = self.create_publisher(String, "demo/status", qos.LATCHED)
         self.create_subscription(Step, "refine/observation", self._on_observation, qos.LOG)
         self.create_subscription(String, "refine/observation_columns", self._on_columns, qos.LATCHED)
-        self.create_subscription(Float64MultiArray, str(p["action_topic"]), self._on_action, qos.LOG)
+        self.action_topic_name = str(p["action_topic"])
+        self.create_subscription(Float64MultiArray, self.action_topic_name, self._on_action, qos.LOG)
         teleop = str(p["teleop_topic"]).strip()
         self.pauses = bool(teleop)
         if teleop:
@@ -171,6 +178,9 @@ class DemoRecorder(Node):
         if self.columns != tuple(self.spec.observation_columns):
             return False, (f"the observation columns on refine/observation_columns are not {self.spec.name}'s "
                            "(another task, or another order)")
+        silent = self._silent_input(time.monotonic()) if self.reset_client is None else None
+        if silent is not None:
+            return False, silent
         self.take = Take(axes=len(self.spec.actions),
                          pause_after=float(self._p("pause_after")) if self.pauses else 0.0)
         self.bag = TakeBag(self.bag_topics) if self.bag_topics else None
@@ -186,6 +196,25 @@ class DemoRecorder(Node):
         self.reset_client.call_async(Trigger.Request()).add_done_callback(self._on_reset_answer)
         self._set("starting", f"resetting the simulator; take {number} records its next episode")
         return True, self.last_message
+
+    def _silent_input(self, now: float) -> str | None:
+        """Why a take on a robot cannot start now, or None while both of its inputs flow: the
+        bridge's observations and the safety node's commands (a stop every tick until the
+        operator drives). The bridge announces its columns at start-up, before the driver's
+        sensors give it an observation, and a process started beside others may hear them
+        seconds later (DDS discovery under load): a take begun then records the operator's
+        first moves, and a pause in them, as nothing at all."""
+        limit = float(self._p("max_gap"))
+        for heard, what, hint in (
+                (self._observed_at, "no observation from the robot",
+                 "its columns are there, but are the driver's sensors publishing (joint states, TF, the tag or camera)?"),
+                (self._commanded_at, f"no command on {self.action_topic_name}",
+                 "is the safety node running? (it sends a stop every tick until the operator drives)")):
+            if heard is None:
+                return f"{what} yet: {hint}"
+            if now - heard > limit:
+                return f"{what} for {now - heard:.1f} s: {hint}"
+        return None
 
     def _on_reset_answer(self, future) -> None:
         result = future.result() if future.exception() is None else None
@@ -337,6 +366,7 @@ class DemoRecorder(Node):
             return
         now = time.monotonic()
         with self._lock:
+            self._observed_at = now
             if self.state == "starting" and vec.episode != self._start_after:
                 self.take.episode = vec.episode  # the simulator's new episode: the take begins
                 self._set("recording", f"recording simulator episode {vec.episode}: drive on refine/teleop_action")
@@ -368,6 +398,7 @@ class DemoRecorder(Node):
         except ValueError:
             return
         with self._lock:
+            self._commanded_at = time.monotonic()
             if self.state == "recording" and self.take is not None:
                 self.take.on_action(vec.values, stop=stop_label(msg.layout.dim[0].label if msg.layout.dim else ""))
 

@@ -26,8 +26,8 @@ Interfaces (defaults are what config/arm_real.yaml's bridge expects of a UR5e wi
   (`gripper_action_type: parallel_gripper_command`, what ros2_robotiq_gripper serves on Jazzy
   and later: one joint's position; any other number of positions is rejected) or GripperCommand
   (`gripper_command`); the goal's position in the driver's units, mapped linearly from
-  `gripper_open_position` (fully open) to `gripper_closed_position` (closed) onto the fingers'
-  opening; the result comes when the fingers reach the goal or stall on an object (a grasp),
+  `gripper_open_position` (fully open) to `gripper_closed_position` (closed, the fingers at the end
+  of their travel) onto the fingers' opening; the result comes when the fingers reach the goal or stall on an object (a grasp),
   or after `gripper_goal_timeout`.
 - /joint_states (sensor_msgs/JointState): the seven arm joints and the fingers, plus
   `gripper_joint` reading the opening in the same units as the goals (a Robotiq knuckle).
@@ -215,9 +215,9 @@ class ArmTwinNode(Node):
             gripper_type = getattr(control_msgs.action, GRIPPER_ACTION_TYPES[str(p["gripper_action_type"])])
 
         from refine_ros.robots.arm.servo_stack import Detections, RobotStatePublisher, Servo
-        from refine_ros.robots.arm.twin import OPEN_GAP_M, ArmTwin, ArmTwinConfig
+        from refine_ros.robots.arm.twin import CLOSED_GAP_M, OPEN_GAP_M, ArmTwin, ArmTwinConfig
 
-        self.open_gap = OPEN_GAP_M
+        self.open_gap, self.closed_gap = OPEN_GAP_M, CLOSED_GAP_M
         self.base, self.ee, self.handle_frame, self.camera = (str(p[k]) for k in ("base_frame", "ee_frame",
                                                                             "handle_frame", "camera_frame"))
         # the twin core only executes the velocity the arm is commanded: Servo's timeout, pause
@@ -400,13 +400,15 @@ class ArmTwinNode(Node):
 
     # ---- gripper --------------------------------------------------------------------------
     def opening_of(self, position: float) -> float:
-        """A goal position (driver units) -> the fingers' opening (m)."""
+        """A goal position (driver units) -> the fingers' opening (m). The driver's closed limit
+        is the fingers' travel's end (`CLOSED_GAP_M`), as a Robotiq's 0.8 rad is pads touching:
+        closed on nothing the joint reads closed, not a fifth open."""
         share = (position - self.gripper_closed) / (self.gripper_open - self.gripper_closed)
-        return min(max(share, 0.0), 1.0) * self.open_gap
+        return self.closed_gap + min(max(share, 0.0), 1.0) * (self.open_gap - self.closed_gap)
 
     def position_of(self, opening: float) -> float:
         """The fingers' opening (m) -> the driver's units."""
-        share = min(max(opening / self.open_gap, 0.0), 1.0)
+        share = min(max((opening - self.closed_gap) / (self.open_gap - self.closed_gap), 0.0), 1.0)
         return self.gripper_closed + share * (self.gripper_open - self.gripper_closed)
 
     def _accept_goal(self, goal: Any) -> GoalResponse:

@@ -22,7 +22,7 @@ follows its set point. Orientation stays Meta-World's fixed grasp orientation, s
 velocity is not executed (counted in `status()`). Faster than `max_linear_speed` is scaled
 down, like Servo's velocity limit; no twist for `twist_timeout_s` halts the hand, like
 Servo's incoming-command timeout. The gripper takes a `control_msgs/GripperCommand` goal:
-`position` is the opening between the finger pads (m; `OPEN_GAP_M` fully open, about 0.018
+`position` is the opening between the finger pads (m; `OPEN_GAP_M` fully open, `CLOSED_GAP_M`
 closed on nothing), `max_effort` caps each finger's force (N; 0 or less: full force, about
 400 N as Meta-World closes).
 """
@@ -52,6 +52,9 @@ FINGERS = ("rightclaw", "leftclaw")
 ARM_SENSORS = ("joints", "marker")
 PHYSICS_RATE_HZ = 400.0  # Meta-World's MuJoCo timestep is 2.5 ms
 OPEN_GAP_M = 0.0943 - 0.006  # pad centres 94.3 mm apart when open, pads 6 mm thick
+CLOSED_GAP_M = OPEN_GAP_M - 0.04 - 0.03
+"""The pads' gap with both claws at the ends of their travel (4 cm and 3 cm): the fingers' fully
+closed, where a Robotiq 2F-85's knuckle reads its closed limit (0.8 rad), closed on nothing."""
 PAD_THICKNESS_M = 0.006
 ACTUATOR_GAIN = 400.0  # N per unit of Meta-World's finger actuator command
 
