@@ -169,6 +169,64 @@ def test_rc_car_bridge_twist_commands_and_semantic_observation(graph):
     assert wait_until(lambda: cmds.last().linear.x == 0.0), "a malformed command is a stop, not held"
 
 
+def test_when_the_track_detector_goes_quiet_the_car_bridge_says_so_on_bridge_status(graph):
+    """The car's camera loses the road, the detector publishes no tiles and the bridge withholds
+    its observations (the safety node then stops the car): `bridge/status` names the tiles and
+    their age, once, and says when observations flow again, so the learner's error can too."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    make(rc_car_bridge.RcCarBridge, graph, **TWIST_CAR)
+    fake = graph.add(Node("fake_car", context=graph.ctx))
+    obs, statuses = Inbox(), Inbox()
+    fake.create_subscription(Step, "refine/observation", obs, qos.LOG)
+    fake.create_subscription(DiagnosticArray, "bridge/status", statuses, qos.LATCHED)
+    odom = fake.create_publisher(Odometry, "/odom", qos.SENSOR)
+    wheels = fake.create_publisher(JointState, "/wheel_states", qos.SENSOR)
+    tiles = fake.create_publisher(Float64MultiArray, "track/tiles", qos.SENSOR)
+    assert wait_until(lambda: odom.get_subscription_count() and tiles.get_subscription_count())
+    o = Odometry()
+    o.pose.pose.orientation.w = 1.0
+    w = JointState(name=["wheel_rr", "wheel_fl", "wheel_fr", "wheel_rl"], velocity=[0.0] * 4)
+
+    def sensors(seconds: float, with_tiles: bool) -> None:
+        for _ in range(int(seconds / 0.02)):
+            odom.publish(o)
+            wheels.publish(w)
+            if with_tiles:
+                tiles.publish(Float64MultiArray(data=[0.0] * 48))
+            time.sleep(0.02)
+
+    sensors(0.6, with_tiles=True)
+    assert wait_until(lambda: len(obs) > 5), "observations while every input is fresh"
+    sensors(1.0, with_tiles=False)  # the road is lost
+    held = [m.status[0] for m in statuses.items if m.status[0].level == DiagnosticStatus.WARN]
+    assert len(held) == 1, [m.status[0].message for m in statuses.items]
+    assert "track/tiles (the track detector)" in held[0].message and "s old (sensor_timeout" in held[0].message
+    assert {kv.key: kv.value for kv in held[0].values}["withheld"] == "tiles"
+    sensors(0.4, with_tiles=True)
+    assert wait_until(lambda: statuses.last().status[0].level == DiagnosticStatus.OK)
+    assert "observations flow again" in statuses.last().status[0].message
+
+
+def test_a_robots_learner_hears_what_the_bridge_withholds(graph, tmp_path):
+    """What the learner's silent-episode error quotes (refine_ros.loop.round_driver): the
+    latest bridge/status, from a bridge that published it before the learner started too."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    from refine_ros.nodes.learner_node import LearnerNode
+
+    fake = graph.add(Node("fake_bridge", context=graph.ctx))
+    status = fake.create_publisher(DiagnosticArray, "bridge/status", qos.LATCHED)
+    held = "observations withheld for 0.20 s: track/tiles (the track detector) 0.31 s old (sensor_timeout 0.15 s)"
+    status.publish(DiagnosticArray(status=[DiagnosticStatus(level=DiagnosticStatus.WARN, message=held)]))
+    learner = graph.add(LearnerNode(context=graph.ctx, parameter_overrides=[
+        Parameter("task", value="car_racing"), Parameter("reset_service", value=""),
+        Parameter("run_dir", value=str(tmp_path))]))
+    assert wait_until(lambda: learner.why_silent() == held, 10.0), learner.why_silent()
+    status.publish(DiagnosticArray(status=[DiagnosticStatus(level=DiagnosticStatus.OK, message="flow again")]))
+    assert wait_until(lambda: learner.why_silent() is None, 10.0)
+
+
 @pytest.mark.parametrize("mode", ["twist", "array"])
 def test_the_cars_stop_never_reverses(graph, mode):
     """Issue 16: "A stopped car drives backwards": the safety node's stop [steer 0, gas 0,

@@ -22,8 +22,12 @@ TASK = get_task("car_racing")
 class Robot:
     """A robot that starts every episode at once (confirmed, nothing to prepare)."""
 
-    def __init__(self) -> None:
+    def __init__(self, withheld: str | None = None) -> None:
         self.events: list[dict] = []
+        self.withheld = withheld
+
+    def why_silent(self):
+        return self.withheld
 
     def await_confirmation(self, planned, round_):
         return None
@@ -46,10 +50,11 @@ class Runner:
         return np.zeros(3), []
 
 
-def _drive(driver: RoundDriver, observations: int, max_steps: int = 50) -> tuple[dict, float, Robot]:
+def _drive(driver: RoundDriver, observations: int, max_steps: int = 50,
+           withheld: str | None = None) -> tuple[dict, float, Robot]:
     """One episode of which `observations` steps arrive (each answered with its reward), then
     silence; returns its entry, the seconds the driver took and the robot."""
-    robot = Robot()
+    robot = Robot(withheld)
     driver.robot = robot
     active = []
 
@@ -81,6 +86,15 @@ def test_silent_observations_end_the_episode_as_failed_after_the_observation_tim
     assert entry["steps"] == 5 and not entry["summary"]["complete"]
     assert took < 5.0, "ended by the observation timeout, not the episode timeout"
     assert robot.events[-1]["event"] == "end" and robot.events[-1]["complete"] is False
+
+
+def test_the_error_names_the_input_the_bridge_withheld_the_observations_for():
+    """On the car's twin the track detector lost the road and the episode failed with "a sensor
+    or the robot's bridge went silent": the operator and the analyst could not tell which."""
+    driver = RoundDriver(TASK, Robot(), episode_timeout_s=60.0, step_budget_ends=True, observation_timeout_s=0.5)
+    why = "observations withheld for 0.20 s: track/tiles (the track detector) 0.35 s old (sensor_timeout 0.15 s)"
+    entry, _, _ = _drive(driver, observations=5, withheld=why)
+    assert f"the bridge says {why}" in entry["error"] and "went silent" not in entry["error"], entry["error"]
 
 
 def test_an_episode_with_no_observation_at_all_is_ended_too():

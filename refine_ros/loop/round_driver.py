@@ -49,6 +49,11 @@ class Robot(Protocol):
 
     def announce(self, event: dict[str, Any]) -> None: ...
 
+    def why_silent(self) -> str | None:
+        """What the robot's side says keeps the observations back (a bridge's stale input), if
+        anything: an episode that fails for want of observations names it."""
+        ...
+
 
 @dataclass
 class RoundDriver:
@@ -137,7 +142,9 @@ class RoundDriver:
             silent = now - (episode.last_seen if episode.last_seen is not None else started)
             if self.observation_timeout_s > 0 and silent > self.observation_timeout_s:
                 where = f"after step {episode.last_step}" if episode.last_seen is not None else "since the start"
-                return (f"no observation for {silent:.1f} s {where}: a sensor or the robot's bridge went silent "
+                why = self.robot.why_silent()
+                cause = f"the bridge says {why}" if why else "a sensor or the robot's bridge went silent"
+                return (f"no observation for {silent:.1f} s {where}: {cause} "
                         f"(observation_timeout {self.observation_timeout_s:g} s)")
         return None
 

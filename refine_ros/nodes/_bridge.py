@@ -25,13 +25,20 @@ hold even when the safety node is gone live here too.
   rollout logger stores both per step, so a halted step is never logged as executed.
 - The step counter an episode's start event resets, so observations carry the learner's
   episode counter from step 0.
+- An observation goes out only while every input it needs is fresh; when the bridge withholds
+  them for `WITHHOLD_REPORT_S` it says which input and how stale (a log line, and a
+  diagnostic_msgs/DiagnosticArray on `bridge/status`, latched), and again when they flow: the
+  learner names that input when an episode fails for want of observations, instead of "a
+  sensor went silent".
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.duration import Duration
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray, String
@@ -50,6 +57,35 @@ STARTUP_GRACE_S = 10.0
 """Default time a bridge waits for its driver's first feedback before calling it lost."""
 RESULT_TOPIC = "refine/command_result"
 BRIDGE_STOP_TOPIC = "refine/bridge_stop"
+BRIDGE_STATUS_TOPIC = "bridge/status"
+WITHHOLD_REPORT_S = 0.2
+"""Observations withheld this long are reported (a tick or two is scheduling, not a fault)."""
+
+
+@dataclass
+class Withholding:
+    """Whether the bridge's observations are being withheld, and when to say so. `key` names
+    the input at fault (stable from tick to tick), `detail` says how (its age changes)."""
+
+    key: str | None = None
+    since: float = 0.0
+    reported: str | None = None
+    detail: str = ""
+
+    def update(self, key: str | None, detail: str, now: float) -> tuple[bool, str] | None:
+        """This tick's state -> (withheld, text) to report, or None when nothing changed."""
+        if key is None:
+            self.key = None
+            if self.reported is None:
+                return None
+            self.reported = None
+            return False, f"observations flow again (they were withheld: {self.detail})"
+        if key != self.key:
+            self.key, self.since = key, now
+        if key != self.reported and now - self.since >= WITHHOLD_REPORT_S:
+            self.reported, self.detail = key, detail
+            return True, f"observations withheld for {now - self.since:.2f} s: {detail}"
+        return None
 
 
 class BridgeNode(Node):
@@ -85,6 +121,8 @@ class BridgeNode(Node):
         self._start_time = self._now()
         self._result_pub = self.create_publisher(Float64MultiArray, RESULT_TOPIC, qos.CONTROL)
         self._bridge_stop_pub = self.create_publisher(String, BRIDGE_STOP_TOPIC, qos.STATE)
+        self._status_pub = self.create_publisher(DiagnosticArray, BRIDGE_STATUS_TOPIC, qos.LATCHED)
+        self._withholding = Withholding()
         self.create_subscription(Float64MultiArray, "refine/safe_action", self._on_safe_action, qos.COMMAND)
         self.create_subscription(Bool, "refine/estop", self._on_estop, qos.COMMAND)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
@@ -211,6 +249,30 @@ class BridgeNode(Node):
                 self.get_logger().error(f"no driver feedback for {self.driver_timeout:.3f} s: stopping the robot")
         self._own_stop()
         return False
+
+    def observed(self, now: float, withheld: str | None = None, detail: str = "") -> None:
+        """Every control tick: the observation went out (`withheld` None), or which input kept
+        it back and how (`detail`, e.g. "track/tiles 0.62 s old, sensor_timeout 0.15 s")."""
+        report = self._withholding.update(withheld, detail or str(withheld), now)
+        if report is None:
+            return
+        held, text = report
+        if held:  # two call sites: rclpy refuses one site that logs at two severities
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
+        status = DiagnosticStatus(level=DiagnosticStatus.WARN if held else DiagnosticStatus.OK,
+                                  name=self.get_name(), message=text,
+                                  values=[KeyValue(key="withheld", value=withheld or "")])
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._status_pub.publish(msg)
+
+    def driver_silence(self, now: float) -> str:
+        """How the driver is silent, for `observed` (check_driver returned False)."""
+        if self._driver_seen is None:
+            return f"no feedback from the driver yet ({now - self._start_time:.1f} s since the bridge started)"
+        return f"no feedback from the driver for {now - self._driver_seen:.2f} s (driver_timeout {self.driver_timeout:g} s)"
 
     def _on_event(self, msg: String) -> None:
         try:

@@ -32,6 +32,8 @@ Why it is built this way:
 - On a robot (`reset_service: ''`) an episode starts with its start event and ends after its
   step budget; with `wait_for_confirmation` it begins only once the safety node reports the
   operator's `safety/confirm_episode` (statuses received after the wait began count).
+- An episode with no observations for `observation_timeout` fails; on a robot its error says
+  which input the bridge withheld them for (the bridge's latest `bridge/status`).
 - A robot's learner (`robot` set) never fits a demonstration it was not given on that robot:
   it refuses to start without a `teleop (<robot>)` demonstration in the run directory, and its
   fitter refuses any other source (the simulated expert above all).
@@ -156,6 +158,10 @@ class LearnerNode(Node):
         self.safety_state = "no safety/status received yet"
         if self.wait_for_confirmation:
             self.create_subscription(DiagnosticArray, "safety/status", self._on_safety_status, qos.STATE)
+        self.bridge_withholds: str | None = None
+        """What the robot's bridge last said keeps its observations back (None: they flow)."""
+        if not reset:
+            self.create_subscription(DiagnosticArray, "bridge/status", self._on_bridge_status, qos.LATCHED)
 
         self.driver = RoundDriver(self.task, self, float(p["episode_timeout"]), step_budget_ends=reset == "",
                                   observation_timeout_s=float(p["observation_timeout"]),
@@ -230,6 +236,13 @@ class LearnerNode(Node):
             self.safety_state = fields.get("state", status.message)
             if self._watching_status and fields["confirm_pending"] == "True":
                 self._confirmed.set()
+
+    def _on_bridge_status(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            self.bridge_withholds = status.message if status.level != status.OK else None
+
+    def why_silent(self) -> str | None:
+        return self.bridge_withholds
 
     # -- goals: accepted and cancelled on the executor, worked on the worker thread ----------------
     def _on_goal(self, _goal: Any) -> GoalResponse:

@@ -521,23 +521,36 @@ class ArmBridge(BridgeNode):
     def _tick(self) -> None:
         now = self._now()
         if not self.check_driver(now):
+            self.observed(now, "driver", self.driver_silence(now))
             return
         ee = self.tf.lookup(self.base_frame, self.ee_frame)
         handle = self.tf.lookup(self.base_frame, self.handle_frame)
-        if self._target is None or ee is None or handle is None or self._opening is None:
-            return
-        if not (self._fresh(ee.stamp, now, self.ee_timeout)
-                and self._fresh(handle.stamp, now, self.handle_timeout + self.handle_hold)
-                and self._fresh(self._opening[0], now, self.sensor_timeout)):
-            return
+        # (input, what it is, whether it came, its stamp (None: a static transform), how old it may be)
+        readings = (
+            ("target", "the door's target", self._target is not None, None, 0.0),
+            ("tool", f"TF {self.base_frame} -> {self.ee_frame} (the tool)", ee is not None, ee and ee.stamp,
+             self.ee_timeout),
+            ("handle", f"TF {self.base_frame} -> {self.handle_frame} (the handle's tag)", handle is not None,
+             handle and handle.stamp, self.handle_timeout + self.handle_hold),
+            ("gripper", "the gripper's joint state", self._opening is not None, self._opening and self._opening[0],
+             self.sensor_timeout))
+        for key, what, came, stamp, limit in readings:
+            if not came:
+                self.observed(now, key, f"no {what} yet")
+                return
+            if not self._fresh(stamp, now, limit):
+                self.observed(now, key, f"{what} stamped {now - stamp:.2f} s ago (limit {limit:g} s)")
+                return
         current = arm.door_step_values(ee.transform.translation, self._opening[1], handle.transform.translation,
                                        handle.transform.rotation)
         if not np.all(np.isfinite(current)):
+            self.observed(now, "non-finite", "a reading is NaN or infinite")
             return
         previous = current if self._previous is None else self._previous
         obs = arm.door_observation(current, previous, self._target)
         self._obs_pub.publish(pack_step(self.episode, self.step, COLUMNS, obs, self.get_clock().now().to_msg()))
         self._previous, self.step = current, self.step + 1
+        self.observed(now)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -13,7 +13,7 @@ indicators (7,): speed, heading / pi, yaw rate, four wheel readings, speeds conv
 with `speed_to_sim`. Wheel speeds come from four encoders, from the VESC's motor ERPM, or are
 absent (then they read the odometry speed). Published at `observation_rate` only while every
 input is fresh, so a blind camera or a dead sensor silences the heartbeat and the safety
-watchdog stops the car.
+watchdog stops the car; which input it was, and how stale, goes out on `bridge/status`.
 
 F1TENTH as it ships: vesc_to_odom publishes no /odom before its first servo command (the pad's
 idle zero teleop, or this bridge's first stop, sends one), so with `wheel_source: erpm` the
@@ -140,7 +140,7 @@ class RcCarBridge(BridgeNode):
         self.wheel_radius = float(p["wheel_radius"])
         self.erpm_gain, self.erpm_offset = float(p["speed_to_erpm_gain"]), float(p["speed_to_erpm_offset"])
         self.yaw_sign = 1.0 if float(p["odom_yaw_sign"]) >= 0 else -1.0
-        self.odom_topic = str(p["odom_topic"])
+        self.odom_topic, self.tiles_topic = str(p["odom_topic"]), str(p["tiles_topic"])
         self._odom_waiting_said = False
         self.frame_id = str(p["frame_id"])
 
@@ -256,17 +256,28 @@ class RcCarBridge(BridgeNode):
     def _tick(self) -> None:
         now = self._now()
         if not self.check_driver(now):
+            self.observed(now, "driver", self.driver_silence(now))
             return
-        inputs = [self._odom, self._tiles] + ([] if self.wheel_source == "none" else [self._wheels])
-        if any(i is None or now - i[0] > self.sensor_timeout for i in inputs):
-            return
+        inputs = [("odometry", self.odom_topic, self._odom), ("tiles", f"{self.tiles_topic} (the track detector)",
+                                                                self._tiles)]
+        if self.wheel_source != "none":
+            inputs.append(("wheels", f"the wheel speeds ({self.wheel_source})", self._wheels))
+        for key, what, reading in inputs:
+            if reading is None:
+                self.observed(now, key, f"nothing on {what} yet")
+                return
+            if now - reading[0] > self.sensor_timeout:
+                self.observed(now, key, f"{what} {now - reading[0]:.2f} s old (sensor_timeout {self.sensor_timeout:g} s)")
+                return
         _, speed, yaw, yaw_rate = self._odom
         wheels = np.full(4, speed) if self.wheel_source == "none" else self._wheels[1]
         obs = np.concatenate([self._tiles[1], car.car_indicators(speed, yaw, yaw_rate, wheels, self.speed_to_sim)])
         if not np.all(np.isfinite(obs)):
+            self.observed(now, "non-finite", "a reading is NaN or infinite")
             return
         self._obs_pub.publish(pack_step(self.episode, self.step, COLUMNS, obs, self.get_clock().now().to_msg()))
         self.step += 1
+        self.observed(now)
 
 
 def main(args: list[str] | None = None) -> None:
