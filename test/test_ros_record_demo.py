@@ -119,6 +119,18 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         graph.close()
 
 
+def _start_refused(operator: DemoStatus, because: str, timeout: float = 20.0) -> str:
+    """Call demo/start until it refuses `because` (or fail); its message."""
+    answers = []
+
+    def refused() -> bool:
+        answers.append(call(operator.start, Trigger.Request()))
+        return not answers[-1].success and because in answers[-1].message
+
+    assert _wait(refused, timeout), answers[-1].message
+    return answers[-1].message
+
+
 def test_a_take_starts_only_while_the_robots_observations_flow(context, run_dir):
     """The bridge announces its columns at start-up, before the driver's sensors give it an
     observation (under load, seconds before): a take begun then would record the operator's first
@@ -135,14 +147,8 @@ def test_a_take_starts_only_while_the_robots_observations_flow(context, run_dir)
     try:
         assert call(silent, SetBool.Request(data=True)).success
         time.sleep(1.0)  # longer than max_gap: the robot has gone quiet
-        answers = []
-
-        def refused_for_silence() -> bool:
-            answers.append(call(operator.start, Trigger.Request()))
-            return "no observation from the robot" in answers[-1].message
-
-        assert _wait(refused_for_silence, 20.0), answers[-1].message
-        assert not answers[-1].success and "sensors publishing" in answers[-1].message
+        refused = _start_refused(operator, "no observation from the robot")
+        assert "sensors publishing" in refused
         assert not any(s["state"] == "recording" for s in operator.states), "no take began"
         assert call(silent, SetBool.Request(data=False)).success
         assert _wait(lambda: call(operator.start, Trigger.Request()).success, 20.0), "the sensors are back"
@@ -160,14 +166,7 @@ def test_without_the_safety_nodes_commands_a_take_does_not_start(context, run_di
                   _node(DemoRecorder, context, task="door_open", robot="arm_real", run_dir=str(run_dir)),
                   driver, operator)
     try:
-        answers = []
-
-        def refused_for_silence() -> bool:
-            answers.append(call(operator.start, Trigger.Request()))
-            return "no command on refine/safe_action yet" in answers[-1].message
-
-        assert _wait(refused_for_silence, 20.0), answers[-1].message
-        assert not answers[-1].success and "is the safety node running?" in answers[-1].message
+        assert "is the safety node running?" in _start_refused(operator, "no command on refine/safe_action yet")
     finally:
         graph.close()
 
