@@ -136,7 +136,8 @@ Observation `features` (39,): tool x, y, z (0-2), from the arm's joint encoders;
 opening (3), from its finger joint: 1 fully open, 0 closed (in between when it closes on
 something); handle x, y, z (4-6) and orientation quaternion x, y, z, w (7-10), from a fiducial
 tag on the handle that a fixed camera tracks: near the handle the gripper can hide the tag,
-and the last sighting is then repeated, for up to 1.5 s; always zero (11-17); the same 18 values
+and the last sighting is then repeated, for up to 1.75 s; hidden longer, the readings stop,
+the arm is stopped and after 5 s the episode ends; always zero (11-17); the same 18 values
 one step earlier (18-35; at the first step the current ones); the target (36-38): where I want
 the handle to be when the door is open, the same in every episode.
 """
