@@ -138,6 +138,19 @@ def test_analysis_node_refuses_a_bad_action_mode(context, run_dir):
             Parameter("run_dir", value=str(run_dir)), Parameter("action_mode", value="greedy")])
 
 
+@pytest.mark.parametrize("robot, mode", [("", "sample"), ("arm_real", "mean")])
+def test_the_door_runs_sampled_in_simulation_and_its_mean_on_a_robot(context, run_dir, robot, mode):
+    """The door's published results were verified with sampled actions, and a simulated run
+    keeps that; a robot runs the task's deployed mode, the mean action (sampled noise would be
+    jitter sent to the hardware), unless the profile or a replay says otherwise."""
+    node = AnalysisNode(context=context, parameter_overrides=[
+        Parameter("run_dir", value=str(run_dir)), Parameter("task", value="door_open"), Parameter("robot", value=robot)])
+    try:
+        assert node.config.action_mode == mode
+    finally:
+        node.destroy_node()
+
+
 def test_learner_fits_what_it_is_asked_and_survives_garbage(context, run_dir):
     """A program that breaks the contract comes back as a failed fit with the error text; a
     malformed rollout goal is aborted with the reason; the starter is then fitted on the run's

@@ -85,8 +85,9 @@ PARAMETERS: dict[str, Param] = {
     "eval_episodes": Param(_DEFAULT.eval_episodes, "evaluation episodes per round (reported only)", (0, 1000)),
     "max_steps": Param(0, "cap on episode length; 0 = the task's episode length", (0, 1_000_000)),
     "action_mode": Param("", "mean: execute the Gaussian's mean; sample: draw from it (seeded by the episode's "
-                         "seed); '' = the replayed transcript's, else the mode the task's published results were "
-                         "verified in (car mean, door sample)"),
+                         "seed); '' = the replayed transcript's, else on a robot (`robot` set) the task's deployed mode "
+                         "(the mean action), else the mode the task's published results were verified in (car "
+                         "mean, door sample)"),
     "diagnostics_see_demo": Param("", "'true': the analysis code also reads the demonstration table (a departure "
                                   "from the published method); 'false': the rollout table only; '' = the replayed "
                                   "transcript's, else off for a language model and on for the offline analyst"),
@@ -148,7 +149,9 @@ class AnalysisNode(Node):
             max_test_requests=int(p["max_test_requests"]), diagnostic_episodes=int(p["diagnostic_episodes"]),
             selection_episodes=int(p["selection_episodes"]), eval_episodes=int(p["eval_episodes"]),
             max_steps=int(p["max_steps"]) or None,
-            action_mode=str(p["action_mode"]) or (replayed or {}).get("action_mode"),
+            # a robot runs its task's deployed mode (the mean action: no sampled jitter on hardware)
+            action_mode=str(p["action_mode"]) or (replayed or {}).get("action_mode")
+            or (self.task.spec.deployed_mode if str(p["robot"]).strip() else None),
             diagnostics_see_demo=_switch(str(p["diagnostics_see_demo"]), (replayed or {}).get("diagnostics_see_demo")),
             expert_labels=bool(p["expert_labels"]), demonstration=str(p["demonstration"]),
             demo_takes=str(p["demo_takes"]), best_round_by=str(p["best_round_by"]),
