@@ -253,6 +253,8 @@ class BridgeNode(Node):
     def observed(self, now: float, withheld: str | None = None, detail: str = "") -> None:
         """Every control tick: the observation went out (`withheld` None), or which input kept
         it back and how (`detail`, e.g. "track/tiles 0.62 s old, sensor_timeout 0.15 s")."""
+        if withheld == "driver" and self._driver_seen is None and now - self._start_time <= self.startup_grace:
+            return  # the start-up wait for the driver is no fault, and `check_driver` says it once
         report = self._withholding.update(withheld, detail or str(withheld), now)
         if report is None:
             return
