@@ -217,7 +217,7 @@ def test_a_robots_learner_hears_what_the_bridge_withholds(graph, tmp_path):
 
     fake = graph.add(Node("fake_bridge", context=graph.ctx))
     status = fake.create_publisher(DiagnosticArray, "bridge/status", qos.LATCHED)
-    held = "observations withheld for 0.20 s: track/tiles (the track detector) 0.31 s old (sensor_timeout 0.15 s)"
+    held = "observations withheld: track/tiles (the track detector) 0.31 s old (sensor_timeout 0.15 s)"
     status.publish(DiagnosticArray(status=[DiagnosticStatus(level=DiagnosticStatus.WARN, message=held)]))
     learner = graph.add(LearnerNode(context=graph.ctx, parameter_overrides=[
         Parameter("task", value="car_racing"), Parameter("reset_service", value=""),

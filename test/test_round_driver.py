@@ -92,9 +92,9 @@ def test_the_error_names_the_input_the_bridge_withheld_the_observations_for():
     """On the car's twin the track detector lost the road and the episode failed with "a sensor
     or the robot's bridge went silent": the operator and the analyst could not tell which."""
     driver = RoundDriver(TASK, Robot(), episode_timeout_s=60.0, step_budget_ends=True, observation_timeout_s=0.5)
-    why = "observations withheld for 0.20 s: track/tiles (the track detector) 0.35 s old (sensor_timeout 0.15 s)"
+    why = "observations withheld: track/tiles (the track detector) 0.35 s old (sensor_timeout 0.15 s)"
     entry, _, _ = _drive(driver, observations=5, withheld=why)
-    assert f"the bridge says {why}" in entry["error"] and "went silent" not in entry["error"], entry["error"]
+    assert f"the bridge says: {why}" in entry["error"] and "went silent" not in entry["error"], entry["error"]
 
 
 def test_an_episode_with_no_observation_at_all_is_ended_too():

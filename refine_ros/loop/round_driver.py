@@ -143,7 +143,7 @@ class RoundDriver:
             if self.observation_timeout_s > 0 and silent > self.observation_timeout_s:
                 where = f"after step {episode.last_step}" if episode.last_seen is not None else "since the start"
                 why = self.robot.why_silent()
-                cause = f"the bridge says {why}" if why else "a sensor or the robot's bridge went silent"
+                cause = f"the bridge says: {why}" if why else "a sensor or the robot's bridge went silent"
                 return (f"no observation for {silent:.1f} s {where}: {cause} "
                         f"(observation_timeout {self.observation_timeout_s:g} s)")
         return None

@@ -84,7 +84,7 @@ class Withholding:
             self.key, self.since = key, now
         if key != self.reported and now - self.since >= WITHHOLD_REPORT_S:
             self.reported, self.detail = key, detail
-            return True, f"observations withheld for {now - self.since:.2f} s: {detail}"
+            return True, f"observations withheld: {detail}"
         return None
 
 
