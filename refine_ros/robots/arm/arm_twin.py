@@ -26,9 +26,9 @@ Interfaces (defaults are what config/arm_real.yaml's bridge expects of a UR5e wi
   (`gripper_action_type: parallel_gripper_command`, what ros2_robotiq_gripper serves on Jazzy
   and later: one joint's position; any other number of positions is rejected) or GripperCommand
   (`gripper_command`); the goal's position in the driver's units, mapped linearly from
-  `gripper_open_position` (fully open) to `gripper_closed_position` (closed, the fingers at the end
-  of their travel) onto the fingers' opening; the result comes when the fingers reach the goal or stall on an object (a grasp),
-  or after `gripper_goal_timeout`.
+  `gripper_open_position` (fully open) to `gripper_closed_position` (closed, the fingers at the
+  end of their travel) onto the fingers' opening; the result comes when the fingers reach the
+  goal or stall on an object (a grasp), or after `gripper_goal_timeout`.
 - /joint_states (sensor_msgs/JointState): the seven arm joints and the fingers, plus
   `gripper_joint` reading the opening in the same units as the goals (a Robotiq knuckle).
 - /tf: the arm's chain from `base_frame` to the tool frame `ee_frame`, stamped with the

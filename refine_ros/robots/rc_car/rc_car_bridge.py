@@ -258,8 +258,8 @@ class RcCarBridge(BridgeNode):
         if not self.check_driver(now):
             self.observed(now, "driver", self.driver_silence(now))
             return
-        inputs = [("odometry", self.odom_topic, self._odom), ("tiles", f"{self.tiles_topic} (the track detector)",
-                                                                self._tiles)]
+        inputs = [("odometry", self.odom_topic, self._odom),
+                  ("tiles", f"{self.tiles_topic} (the track detector)", self._tiles)]
         if self.wheel_source != "none":
             inputs.append(("wheels", f"the wheel speeds ({self.wheel_source})", self._wheels))
         for key, what, reading in inputs:
