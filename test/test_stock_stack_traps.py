@@ -134,9 +134,14 @@ def test_a_unitless_servo_gets_scaled_twists_and_a_paused_one_rejected_steps(con
         assert _wait(lambda: any("takes twist commands" in line for line in bridge.lines), 120.0), \
             "".join(bridge.lines)[-2000:]
         stand_in.values = (0.5, 0.0, 0.0, 1.0)  # 0.05 m/s forward (max_speed 0.1), gripper open
-        assert _wait(lambda: len(stand_in.commands) > 20, 30.0)
-        x = stand_in.commands[-1].twist.linear.x
-        assert x == pytest.approx(0.05 / 0.4), f"0.05 m/s as a unitless twist for scale.linear 0.4, got {x}"
+        # the bridge's own 0.1 s watchdog sends Servo a zero twist whenever this process's 50 Hz
+        # commands come late on a loaded machine, so only the moving twists are judged here
+        def moving() -> list[float]:
+            return [c.twist.linear.x for c in list(stand_in.commands) if c.twist.linear.x != 0.0]
+
+        assert _wait(lambda: len(moving()) > 20, 30.0), f"{len(stand_in.commands)} twists, none moving"
+        assert moving() == pytest.approx([0.05 / 0.4] * len(moving())), \
+            f"0.05 m/s as a unitless twist for scale.linear 0.4, got {sorted(set(moving()))}"
         assert _wait(lambda: len(stand_in.results) > 20 and stand_in.rejected_since(-10) == [0.0] * 10, 20.0)
         pause = stand_in.node.create_client(SetBool, "/servo_node/pause_servo")
         assert pause.wait_for_service(timeout_sec=20.0)
