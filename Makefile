@@ -13,7 +13,7 @@ export PYOPENGL_PLATFORM ?= osmesa
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 export AMENT_PREFIX_PATH := $(CURDIR)/$(VENV)$(if $(AMENT_PREFIX_PATH),:$(AMENT_PREFIX_PATH))
 
-.PHONY: demo test test-fast test-parallel lint bench install sysdeps clean
+.PHONY: demo test test-fast lint bench install sysdeps clean
 
 install: $(STAMP) $(SYSSTAMP) $(IFACESTAMP)
 
@@ -73,8 +73,15 @@ $(SYSSTAMP):
 demo: install
 	$(BIN)/refine demo --run $(RUN_DIR) $(if $(DEMO_TRANSCRIPT),--transcript $(DEMO_TRANSCRIPT))
 
+# The whole suite in WORKERS pytest-xdist workers, each on a DDS domain of its own: one worker
+# takes the tests marked `alone` one after another (beside one ordinary test at most), the
+# others whole modules, the longest first (test/conftest.py).
+# Two workers on two cores: most tests wait on a robot's clock, so the second one nearly
+# halves the wall time; four gained nothing more here (see docs/DEVELOPING.md). WORKERS=0: one
+# test after another, in this process.
+WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS) test
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) test
 
 # The edit-run loop: every test that starts no ROS graph and is not marked slow, on a DDS domain
 # no participant can join (a graph test without the `ros` mark fails here, saying so). Two
@@ -84,12 +91,6 @@ FAST_WORKERS ?= 2
 test-fast: install
 	REFINE_TESTS_WITHOUT_DDS=1 $(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not ros and not slow" $(PYTEST_ARGS) test
-
-# The whole suite in WORKERS pytest-xdist workers, each on a DDS domain of its own; whole modules
-# per worker, the longest first; tests marked `alone` run with no other test beside them.
-WORKERS ?= 2
-test-parallel: install
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) test
 
 lint: install
 	$(BIN)/ruff check refine_core refine_ros test launch tools

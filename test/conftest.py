@@ -88,16 +88,20 @@ slow"`) leaves them out. `make test-fast` runs without a usable DDS domain, so a
 a graph without the mark fails there instead of slowing the fast loop down unseen."""
 
 LONG_MODULES = (
-    "test_loop.py", "test_llm_replay.py", "test_ros_multiprocess.py", "test_bench.py",
-    "test_experiment_from_run.py", "test_experiment_ray.py", "test_experiment.py",
-    "test_ros_twin_rehearsal.py", "test_robot_plugins.py", "test_run_procedure.py",
-    "test_ros_twin.py", "test_ros_demo.py", "test_process_death.py", "test_frozen_prompts.py",
+    "test_bench.py", "test_ros_twin_replay.py", "test_llm_replay.py", "test_loop.py",
+    "test_robot_plugins.py", "test_experiment_ray.py", "test_ros_nodes_lifecycle.py",
+    "test_experiment_from_run.py", "test_ros_twin_operator.py", "test_ros_demo.py",
+    "test_experiment.py", "test_ros_record_demo.py", "test_sandbox_fit.py", "test_run_procedure.py",
+    "test_frozen_prompts.py", "test_new_task.py", "test_third_task.py", "test_ros_roundtrip.py",
 )
-"""The modules that take longest (the sums of pytest --durations over a full run), longest
-first. Parallel workers take whole modules (--dist loadfile); handing out the long ones first
-keeps one worker from starting a long module when the other has nothing left to do."""
+"""The modules that take longest (the sums of pytest --durations over a full run, their
+`alone` tests left out), longest first. Parallel workers take one module at a time; handing
+out the long ones first keeps one worker from starting a long module when the other has
+nothing left to do."""
 
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith("test_ros_") or item.get_closest_marker("ros") is not None:
@@ -107,7 +111,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.ros)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order on every worker: xdist checks
         rank = {name: index for index, name in enumerate(LONG_MODULES)}
-        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+        for item in items:
+            alone = item.get_closest_marker("alone") is not None
+            item.add_marker(pytest.mark.xdist_group("alone" if alone else item.path.name))
+        # the `alone` tests first, as one unit of work: one worker takes them all, one after
+        # another, while the other works through the modules, the longest first
+        items.sort(key=lambda item: (item.get_closest_marker("alone") is None,
+                                     rank.get(item.path.name, len(rank))))  # stable: file order kept
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -121,20 +131,38 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist a test marked `alone` (wall-clock budgets taken from a robot's own
-    timeouts: watchdogs, live graphs, real-time twins) runs while no other worker runs a test;
-    every other test runs beside other ordinary tests. A reader-writer lock over two files in
-    the run's temp directory, shared by its workers: everyone passes the turnstile on the way
-    in, and an `alone` test holds it while it waits, so a stream of ordinary tests cannot keep
-    it out. Setup and teardown are inside (a module's graph starts in its first test's setup).
-    A worker that dies releases its locks with its file descriptors."""
+    timeouts: watchdogs, live graphs, real-time twins) never runs beside another `alone` test,
+    and beside one ordinary test at most: the one holding the companion seat. That is less
+    than what these tests pass beside anyway (the serial suite with two busy loops on both
+    cores, the steadiness check), and it keeps a second core at work while they wait on a
+    robot's clock; more graphs starting beside them is more load than they were measured
+    under. Three lock files in the run's temp directory, shared by the workers: an ordinary
+    test takes the seat when it is free and then waits for nothing; otherwise it goes through
+    a reader-writer lock, where everyone passes the turnstile on the way in and an `alone` test
+    holds it while it waits, so a stream of ordinary tests cannot keep it out. Setup and
+    teardown are inside (a module's graph starts in its first test's setup). A worker that
+    dies releases its locks with its file descriptors."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
     run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the workers' common basetemp
     alone = item.get_closest_marker("alone") is not None
-    with open(run_dir / "machine.turnstile", "a") as turnstile, open(run_dir / "machine.lock", "a") as machine:
+    with (open(run_dir / "machine.seat", "a") as seat, open(run_dir / "machine.turnstile", "a") as turnstile,
+          open(run_dir / "machine.lock", "a") as machine):
+        if not alone and _take(seat):
+            yield
+            return
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         if not alone:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
+
+
+def _take(lock_file) -> bool:
+    """The lock on `lock_file` if nobody holds it, without waiting."""
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
