@@ -81,7 +81,7 @@ demo: install
 # test after another, in this process.
 WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) test
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) test
 
 # The edit-run loop: every test that starts no ROS graph and is not marked slow, on a DDS domain
 # no participant can join (a graph test without the `ros` mark fails here, saying so). Two

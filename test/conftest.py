@@ -2,8 +2,10 @@
 worker), temp run dirs, the `ros` mark on every test that starts a ROS graph, and the `alone`
 mark for tests that must not share the machine with another worker."""
 
+import ast
 import fcntl
 import os
+from pathlib import Path
 
 # Headless MuJoCo; egl needs a GPU, osmesa does not.
 os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -101,7 +103,6 @@ nothing left to do."""
 
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith("test_ros_") or item.get_closest_marker("ros") is not None:
@@ -111,13 +112,41 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.ros)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order on every worker: xdist checks
         rank = {name: index for index, name in enumerate(LONG_MODULES)}
-        for item in items:
-            alone = item.get_closest_marker("alone") is not None
-            item.add_marker(pytest.mark.xdist_group("alone" if alone else item.path.name))
-        # the `alone` tests first, as one unit of work: one worker takes them all, one after
-        # another, while the other works through the modules, the longest first
+        # the `alone` tests first (one unit of work, see pytest_xdist_make_scheduler), then the
+        # modules, the longest first
         items.sort(key=lambda item: (item.get_closest_marker("alone") is None,
                                      rank.get(item.path.name, len(rank))))  # stable: file order kept
+
+
+def alone_tests(folder: Path) -> set[tuple[str, str]]:
+    """(module file name, test function) of every test marked `alone`, read from the source:
+    the controller of a parallel run collects nothing, so it learns them this way."""
+    found = set()
+    for path in sorted(folder.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    ast.unparse(d).endswith("mark.alone") for d in node.decorator_list):
+                found.add((path.name, node.name))
+    return found
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with one change: the tests marked `alone` are one unit of work, so one
+    worker runs them one after another (they never wait for each other) while the others take
+    whole modules. xdist's own `loadgroup` would do this with marks, but under pytest 9 the
+    group never reaches the scheduler (the worker's `nodeid` no longer shows the suffix it sets)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    alone = alone_tests(Path(__file__).parent)
+
+    class AloneTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module, _, test = nodeid.partition("::")
+            return "alone" if (Path(module).name, test.split("[")[0]) in alone else module
+
+    return AloneTogether(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)
