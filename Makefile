@@ -76,9 +76,9 @@ demo: install
 # The whole suite in WORKERS pytest-xdist workers, each on a DDS domain of its own: one worker
 # takes the tests marked `alone` one after another (beside one ordinary test at most), the
 # others whole modules, the longest first (test/conftest.py).
-# Two workers on two cores: most tests wait on a robot's clock, so the second one nearly
-# halves the wall time; four gained nothing more here (see docs/DEVELOPING.md). WORKERS=0: one
-# test after another, in this process.
+# Two workers on two cores: most tests wait on a robot's clock, so the second one halves the
+# wall time (34 -> 17 min here; four, tried before the `alone` tests had a worker of their own,
+# were slower: docs/DEVELOPING.md). WORKERS=0: one test after another, in this process.
 WORKERS ?= 2
 test: install
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) test

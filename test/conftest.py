@@ -102,7 +102,6 @@ out the long ones first keeps one worker from starting a long module when the ot
 nothing left to do."""
 
 
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith("test_ros_") or item.get_closest_marker("ros") is not None:
