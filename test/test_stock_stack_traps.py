@@ -140,8 +140,9 @@ def test_a_unitless_servo_gets_scaled_twists_and_a_paused_one_rejected_steps(con
             return [c.twist.linear.x for c in list(stand_in.commands) if c.twist.linear.x != 0.0]
 
         assert _wait(lambda: len(moving()) > 20, 30.0), f"{len(stand_in.commands)} twists, none moving"
-        assert moving() == pytest.approx([0.05 / 0.4] * len(moving())), \
-            f"0.05 m/s as a unitless twist for scale.linear 0.4, got {sorted(set(moving()))}"
+        twists = moving()  # one snapshot: the spinner thread keeps appending
+        assert twists == pytest.approx([0.05 / 0.4] * len(twists)), \
+            f"0.05 m/s as a unitless twist for scale.linear 0.4, got {sorted(set(twists))}"
         assert _wait(lambda: len(stand_in.results) > 20 and stand_in.rejected_since(-10) == [0.0] * 10, 20.0)
         pause = stand_in.node.create_client(SetBool, "/servo_node/pause_servo")
         assert pause.wait_for_service(timeout_sec=20.0)
