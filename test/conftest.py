@@ -90,11 +90,11 @@ slow"`) leaves them out. `make test-fast` runs without a usable DDS domain, so a
 a graph without the mark fails there instead of slowing the fast loop down unseen."""
 
 LONG_MODULES = (
-    "test_bench.py", "test_ros_twin_replay.py", "test_llm_replay.py", "test_loop.py",
-    "test_robot_plugins.py", "test_experiment_ray.py", "test_ros_nodes_lifecycle.py",
-    "test_experiment_from_run.py", "test_ros_twin_operator.py", "test_ros_demo.py",
-    "test_experiment.py", "test_ros_record_demo.py", "test_sandbox_fit.py", "test_run_procedure.py",
-    "test_frozen_prompts.py", "test_new_task.py", "test_third_task.py", "test_ros_roundtrip.py",
+    "test_loop.py", "test_llm_replay.py", "test_bench.py", "test_experiment_ray.py", "test_robot_plugins.py",
+    "test_ros_nodes_lifecycle.py", "test_experiment_from_run.py", "test_ros_record_demo.py",
+    "test_sandbox_fit.py", "test_ros_twin_replay.py", "test_ros_demo.py", "test_ros_logger.py",
+    "test_ros_rl.py", "test_run_procedure.py", "test_ros_multiprocess.py", "test_ros_twin_operator.py",
+    "test_experiment.py", "test_offline_analyst.py", "test_ros_interfaces.py", "test_ros_roundtrip.py",
 )
 """The modules that take longest (the sums of pytest --durations over a full run, their
 `alone` tests left out), longest first. Parallel workers take one module at a time; handing

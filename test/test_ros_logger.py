@@ -198,6 +198,30 @@ def test_a_restarted_episode_counter_closes_the_old_episode_incomplete(run_dir):
     db.close()
 
 
+def test_a_bridge_observing_after_the_end_does_not_hold_the_episode_open(run_dir):
+    """A robot's bridge goes on observing under the ended episode's counter until the next
+    start event (the operator resets the scene meanwhile). Those rows are the robot's tail,
+    not the episode's: the episode closes and a flush is answered while they keep coming. It
+    used to wait for the next start (a twin rig's flush timed out after 20 s)."""
+    w = _writer(run_dir)
+    _episode(w, 3, 0, "diagnostic", 4)
+    tail = 5
+    deadline = time.monotonic() + 3.0
+    while w.last_finished is None and time.monotonic() < deadline:  # 50 Hz, as a bridge ticks
+        w.put("observation", pack_vector(3, tail, [tail, tail]))
+        tail += 1
+        time.sleep(0.02)
+    closed = w.last_finished
+    ok, message = w.flush(timeout=2.0)
+    w.stop()
+    assert closed == (1, 0, "diagnostic", 0), f"still open after {tail - 5} tail observations"
+    assert ok, message
+    db = RunDatabase(run_dir)
+    assert list(db.load_steps(1, 0)["step"]) == [0, 1, 2, 3] and not db.events(1, kind="gap")
+    assert db.episodes(1).loc[0, "complete"] == 1
+    db.close()
+
+
 def test_label_without_a_finished_episode_is_refused(run_dir):
     w = _writer(run_dir)
     ok, message = w.label(True)

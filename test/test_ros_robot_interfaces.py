@@ -77,6 +77,23 @@ class Rig:
         if self.robot == "arm" and str(self.bridge.get("command_interface", "servo_jazzy")).startswith("servo_"):
             assert _wait(lambda: "takes twist commands" in self.procs.output("bridge"), timeout), \
                 self.procs.output("bridge")[-1500:]
+        if self.bridge.get("command_interface") == "forward_velocity":
+            self._until_the_controller_moves(timeout)
+
+    def _until_the_controller_moves(self, timeout: float) -> None:
+        """The bridge moves the arm through a forward velocity controller only once it has the
+        URDF, every joint's state and sees the guard on the controller's topic; until then it
+        sends zero velocities, as it must (a loaded machine once took longer than the test's
+        first second: all zeros). A small nudge until motion reaches the controller, a stop,
+        and the test starts from there."""
+        deadline = time.monotonic() + timeout
+        while not any(motion(self.robot, m) != (0.0,) * 7 for _t, m in self.harness.commands):
+            assert time.monotonic() < deadline, "the bridge never moved the arm: " + self.procs.output("bridge")[-1500:]
+            self.send((0.1, 0.0, 0.0, 1.0), seconds=0.1)
+        self.send((0.0, 0.0, 0.0, 1.0), label="estop")
+        assert _wait(lambda: self.last() == (0.0,) * 7)
+        with self.harness.lock:
+            self.harness.commands.clear()
 
     def send(self, values, label: str = "policy", seconds: float = 0.0) -> None:
         """Safe commands at 50 Hz for `seconds` (at least one)."""

@@ -150,6 +150,8 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
             learner = LearnerNode(context=context, parameter_overrides=[
                 Parameter("task", value="door_open"), Parameter("run_dir", value=run_dir),
                 Parameter("episode_timeout", value=float(seconds * 4 + 30)),
+                # no logger here: the learner would wait its listener_timeout for one first
+                Parameter("listeners", value=[""]),  # (rclpy reads an empty list as bytes)
             ])
             probe = _probe_node(context, steps, rate_hz, observations)
             nodes = [learner, probe]

@@ -122,6 +122,20 @@ class RowJoiner:
     def pending_episodes(self) -> set[int]:
         return {number for number, _step in self.pending}
 
+    def pending_through(self, number: int, last: int | None) -> bool:
+        """Rows of episode `number` up to step `last` (None: any step) still waiting: what the
+        episode's close waits for. A bridge goes on observing under the ended episode's counter
+        until the next start event; those rows are the robot's tail, never stored, and while
+        the robot runs there is always one younger than the join timeout."""
+        return any(n == number and (last is None or step <= last) for n, step in self.pending)
+
+    def drop_tail(self, number: int) -> None:
+        """Drop the rows of closed episode `number` still waiting: its close waited for every
+        step through its last, so these come after it (the terminal observation, already the
+        last row's next_*, and the robot's tail)."""
+        for key in [key for key in self.pending if key[0] == number]:
+            del self.pending[key], self.born[key]
+
     def forget(self, number: int) -> None:
         """The episode is closed (or its counter starts over): drop what is kept for it."""
         self.written = {k for k in self.written if k[0] != number}

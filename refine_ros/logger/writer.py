@@ -355,12 +355,12 @@ class LogWriter:
                 self.db.insert_steps(rows[start:start + self.batch_size])
             self.rows_written += len(rows)
             self._write_events(final)
-            pending = self.rows.pending_episodes()
             for episode in closing:
                 if final:
                     self._close(episode)
                     continue
-                settled, gap = episode.settle(now, episode.number in pending, self.join_timeout)
+                waiting = self.rows.pending_through(episode.number, episode.last_taken_step())
+                settled, gap = episode.settle(now, waiting, self.join_timeout)
                 if gap is not None:
                     self._gap(gap)
                     self._write_events(final)
@@ -420,6 +420,8 @@ class LogWriter:
         if episode.end_at is not None:
             self._last_finished_end = episode.end_at
         self.book.mark_closed(episode)
+        if episode.number in self.book.closed:  # (a restarted counter's rows are the new episode's)
+            self.rows.drop_tail(episode.number)  # past its last step: never stored, as in _row
         self.rows.forget(episode.number)
 
     # -- flush and label requests ----------------------------------------------------------------

@@ -17,7 +17,9 @@ installed) runs this file by path for `robot_packages()`.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Mapping
+from functools import lru_cache
 from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -39,14 +41,28 @@ class UnknownRobotError(ValueError):
 
 def robot_packages() -> tuple[str, ...]:
     """This package's robots, then those other installed packages register."""
-    plugins = sorted({ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)} - set(ROBOT_PACKAGES))
-    return (*ROBOT_PACKAGES, *plugins)
+    return _robot_packages(tuple(sys.path))
 
 
 def robots() -> Mapping[str, Robot]:
     """Every registered robot's descriptor, by robot name, in registry order."""
+    return _robots(tuple(sys.path))
+
+
+@lru_cache(maxsize=8)
+def _robot_packages(import_path: tuple[str, ...]) -> tuple[str, ...]:
+    """Read once per import path: finding the entry points scans every installed
+    distribution's metadata (about 5 ms), and the fault matrix asks for a robot for every
+    command it judges. A folder added to `sys.path` later is scanned then; a package
+    installed into a folder already scanned is seen by the next process, as with any import."""
+    plugins = sorted({ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)} - set(ROBOT_PACKAGES))
+    return (*ROBOT_PACKAGES, *plugins)
+
+
+@lru_cache(maxsize=8)
+def _robots(import_path: tuple[str, ...]) -> Mapping[str, Robot]:
     found: dict[str, Robot] = {}
-    for package in robot_packages():
+    for package in _robot_packages(import_path):
         robot = importlib.import_module(f"{package}.robot").ROBOT
         if robot.name in found:
             raise ValueError(f"robot {robot.name!r} is registered twice ({package})")
