@@ -136,8 +136,13 @@ class SafetyConfig:
 
     @property
     def stale_after(self) -> float:
-        margin = max(self.watchdog_period, 0.3 * self.watchdog_timeout)
-        return self.watchdog_timeout - self.watchdog_period - margin
+        return stale_after(self.watchdog_timeout, self.watchdog_period)
+
+
+def stale_after(watchdog_timeout: float, watchdog_period: float) -> float:
+    """Seconds after which an input counts as stale (see `SafetyConfig.watchdog_period`)."""
+    margin = max(watchdog_period, 0.3 * watchdog_timeout)
+    return watchdog_timeout - watchdog_period - margin
 
 
 def farthest_corner(lower: Sequence[float], upper: Sequence[float]) -> float:
