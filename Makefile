@@ -77,7 +77,7 @@ demo: install
 # takes the tests marked `alone` one after another (beside one ordinary test at most), the
 # others whole modules, the longest first (test/conftest.py).
 # Two workers on two cores: most tests wait on a robot's clock, so the second one halves the
-# wall time (34 -> 17 min here; four, tried before the `alone` tests had a worker of their own,
+# wall time (34 -> 17-20 min here; four, tried before the `alone` tests had a worker of their own,
 # were slower: docs/DEVELOPING.md). WORKERS=0: one test after another, in this process.
 WORKERS ?= 2
 test: install

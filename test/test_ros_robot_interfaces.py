@@ -20,7 +20,14 @@ import rclpy  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 
 from refine_ros.bench import ros_env, wait_for  # noqa: E402
-from refine_ros.bench.faults import Harness, Processes, motion, node_command, profile_parameters  # noqa: E402
+from refine_ros.bench.faults import (  # noqa: E402
+    Harness,
+    Processes,
+    motion,
+    moving,
+    node_command,
+    profile_parameters,
+)
 from refine_ros.bringup.spin import NodeSpinner  # noqa: E402
 from refine_ros.robots.arm.tf_buffer import TfBuffer  # noqa: E402
 from refine_ros.robots.registry import get_robot  # noqa: E402
@@ -87,7 +94,7 @@ class Rig:
         first second: all zeros). A small nudge until motion reaches the controller, a stop,
         and the test starts from there."""
         deadline = time.monotonic() + timeout
-        while not any(motion(self.robot, m) != (0.0,) * 7 for _t, m in self.harness.commands):
+        while not any(moving(self.robot, m) for _t, m in self.harness.commands):
             assert time.monotonic() < deadline, "the bridge never moved the arm: " + self.procs.output("bridge")[-1500:]
             self.send((0.1, 0.0, 0.0, 1.0), seconds=0.1)
         self.send((0.0, 0.0, 0.0, 1.0), label="estop")
