@@ -190,3 +190,41 @@ def test_a_driver_that_has_not_spoken_yet_is_waited_for_not_reported_lost(contex
     assert proc.returncode == 0, out[-2000:]
     assert "waiting for the driver's first feedback" in out, out[-2000:]
     assert "[ERROR]" not in out and "no driver feedback" not in out, out[-2000:]
+
+
+@pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it
+@pytest.mark.parametrize("bridge", list(BRIDGES))
+def test_a_bridge_that_was_frozen_moves_nothing_until_the_safety_node_has_acknowledged(context, tmp_path, bridge):
+    """SIGSTOP the bridge while the safety node goes on sending moving commands, then SIGCONT:
+    the newest of them waited in the bridge's queue, and whichever the executor takes first,
+    that command or the control tick, the robot stays stopped until the safety node has heard
+    of the stop and sent its own (the command guard stops the robot meanwhile)."""
+    import signal
+
+    proc = start_bridge(bridge, BRIDGES[bridge][0], tmp_path)
+    rig = Rig(context, bridge)
+    try:
+        deadline = time.monotonic() + 60
+        rig.safe = MOVING[bridge]
+        while not any(v > 0 for _, v in rig.since(0.0)):
+            assert time.monotonic() < deadline and proc.poll() is None, "the bridge never moved the robot"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.6)  # the safety node, still confirmed, keeps sending moving commands
+        t_resume = time.monotonic()
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.8)
+        held = rig.since(t_resume)
+        rig.safe, rig.label = STOP[bridge], "bridge"  # the safety node heard of the stop
+        time.sleep(0.3)
+        rig.safe, rig.label = MOVING[bridge], "policy"
+        time.sleep(0.5)
+        back = rig.since(t_resume + 1.1)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        rig.close()
+        out = finish(proc)
+    assert held and all(v == 0.0 for _, v in held), f"moving commands after the bridge resumed: {held[:5]}\n{out[-1500:]}"
+    assert "the bridge stops the robot itself" in out, out[-2000:]
+    assert any(v > 0 for _, v in back), "the safety node sent its stop, then commands: the bridge passes them"

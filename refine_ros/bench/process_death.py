@@ -16,7 +16,7 @@ the physics, and the speed its actuator is commanded).
 A cell: confirm, let the robot move for a second, send the signal at t_f, watch for a few
 seconds (SIGSTOP: then SIGCONT, and watch again). Reported:
 - `driven_s`: how long after t_f the twin's actuator still executed a moving command (Servo's
-  output, the held joint velocities, the VESC's speed setpoint);
+  output, the held joint velocities, the VESC's speed setpoint), timed by the twin's own ticks;
 - `moved_s` and `moved_<unit>` (mm for the arm, cm for the car): how long the robot kept moving
   and how far it went from where it was at t_f, from the physics;
 - `stop_latency_s`: when the first exact stop reached the driver topic, and
@@ -77,11 +77,13 @@ class DeathCell:
     faulted: bool = False
     """Whether the signal was sent: a rig that never got the robot moving faulted nothing."""
     rig_attempts: int = 1
+    truth_lag_s: float | None = None
+    """The longest a twin's row took to reach the observer: how loaded the machine was."""
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("robot", "path", "fault", "moved", "unit")}
         out[f"moved_{self.unit}"] = None if self.moved is None else round(self.moved, 1)
-        for key in ("driven_s", "moved_s", "stop_latency_s"):
+        for key in ("driven_s", "moved_s", "stop_latency_s", "truth_lag_s"):
             if out[key] is not None:
                 out[key] = round(out[key], 3)
         return out
@@ -103,7 +105,9 @@ class Observer:
         self.robot = robot
         self.node = node = Node("death_observer", context=context)
         self.lock = threading.Lock()
-        self.truth: list[tuple[float, ...]] = []  # arrival time, then the twin's row
+        self.truth: list[tuple[float, ...]] = []  # when the twin ticked (this process's clock), then its row
+        self.truth_lag_s = 0.0
+        self._wall_minus_monotonic = time.time() - time.monotonic()
         self.commands: list[tuple[float, Any]] = []
         self.observations = 0
         self.status: dict[str, str] = {}
@@ -127,8 +131,13 @@ class Observer:
             self.commands.append((time.monotonic(), msg))
 
     def _on_truth(self, msg) -> None:
+        # Timed by the twin's own tick (its row starts with its ROS clock, the system's wall clock
+        # here), not by arrival: this process's spinner can be held up on a loaded machine, and
+        # rows read a second late would count as a robot driven a second longer than it was.
+        ticked = msg.data[0] - self._wall_minus_monotonic
         with self.lock:
-            self.truth.append((time.monotonic(), *msg.data))
+            self.truth_lag_s = max(self.truth_lag_s, time.monotonic() - ticked)
+            self.truth.append((ticked, *msg.data))
 
     def _on_observation(self, _msg) -> None:
         self.observations += 1
@@ -154,7 +163,7 @@ class Observer:
 
 
 def _position(row: tuple[float, ...], robot: Any) -> tuple[float, ...]:
-    """The position in a ground-truth row (arrival time first, then the twin's row)."""
+    """The position in a ground-truth row (the tick's time first, then the twin's row)."""
     start, stop = robot.truth_position
     return row[1 + start:1 + stop]
 
@@ -181,8 +190,9 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
                                    and (t_resume is None or t < t_resume))
     if cell.driven_s > cell.allowed_s + TOLERANCE_S:
         cell.unsafe += 1
+        stop = "none" if cell.stop_latency_s is None else f"{cell.stop_latency_s:.3f} s"
         cell.reasons.append(f"the robot was driven {cell.driven_s:.3f} s after the fault, past {cell.allowed_s:g} s "
-                            f"({cell.stack})")
+                            f"({cell.stack}); the first stop reached the driver's topic after {stop}")
     if cell.driver_moving_after:
         cell.unsafe += cell.driver_moving_after
         cell.reasons.append(f"{cell.driver_moving_after} moving commands reached the driver after the stop")
@@ -265,11 +275,13 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
         t_end = time.monotonic()
         with observer.lock:
             truth, commands = list(observer.truth), list(observer.commands)
+            cell.truth_lag_s = observer.truth_lag_s
         judge(cell, robot, truth, commands, t_f, t_resume, t_end)
         if cell.unsafe and workdir is not None:  # what happened, for whoever looks into it
             rows = [(round(r[0] - t_f, 3), *[round(x, 4) for x in r[2:]]) for r in truth if r[0] >= t_f - 0.2]
             sent = [(round(t - t_f, 3), robot.rig.motion(m)) for t, m in commands if t >= t_f - 0.2]
-            (workdir / "timeline.txt").write_text(f"truth {rows}\ncommands {sent}\n")
+            (workdir / "timeline.txt").write_text(f"rows up to {cell.truth_lag_s:.3f} s late\n"
+                                                  f"truth {rows}\ncommands {sent}\n")
     except Exception as exc:  # noqa: BLE001 - a rig that fails is reported, never a crash of the bench
         cell.error = f"{type(exc).__name__}: {exc}"
     finally:

@@ -15,7 +15,9 @@ hold even when the safety node is gone live here too.
   safety node then revokes the episode's confirmation: the robot was stopped), and passes no
   moving command until the safety node has sent a stop since: a safety node that was only
   frozen (SIGSTOP, a hung interpreter) and resumes with a still-confirmed episode cannot move
-  the robot before it has heard of the stop.
+  the robot before it has heard of the stop. The same holds when the bridge itself was frozen:
+  a safe command taken after a silence longer than `command_timeout` trips the watchdog
+  before it is looked at, even when the executor takes it before the control tick.
 - A driver that has not spoken yet is not a lost one: for `startup_grace` s after the bridge
   starts it waits without an error (nothing moves meanwhile: without feedback there are no
   observations, so the safety node only sends stops, and the bridge halts any command).
@@ -171,7 +173,13 @@ class BridgeNode(Node):
         return None
 
     def _on_safe_action(self, msg: Float64MultiArray) -> None:
-        self._last_safe = self._now()
+        now = self._now()
+        if self._last_safe is not None and now - self._last_safe > self.command_timeout:
+            # A silence no control tick has judged yet: this process was frozen or starved and
+            # the command waited in its queue. The watchdog's rule comes first, whichever of the
+            # two the executor takes first after the stall.
+            self.check_commands(now)
+        self._last_safe = now
         if self.commands_lost:
             self.commands_lost = False
             self.get_logger().warning("safe commands are back; motion resumes once the safety node allows it")

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import faulthandler
 import gc
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,12 +33,32 @@ from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedE
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from refine_ros.bringup.dds import udp_only_environment
 from refine_ros.params import StartRefused
 
 EXIT_REFUSED = 2
 SPIN_SLICE_S = 0.1
 """Longest time the main thread waits in the executor before it looks at signals again."""
-__all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node"]
+__all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node", "without_shared_memory"]
+
+
+def without_shared_memory(module: str, args: list[str] | None) -> None:
+    """Start this process again, same PID and arguments, with a Fast DDS participant that sends
+    over UDP only (config/fastdds_udp.xml), unless it already has one or the user configured
+    Fast DDS themselves; returns only when there is nothing to change.
+
+    For the nodes that must keep working while another process is frozen: a send over shared
+    memory to a frozen process waited up to its resumption here, holding the GIL, so the whole
+    process stopped (config/fastdds_udp.xml has the measurements). Why a new process: Fast DDS
+    reads its profile file when rclpy's libraries load, and a change made after the import was
+    ignored when the variable was already set (the launch files set it)."""
+    extra = udp_only_environment(os.environ)  # empty once it is in force: no second start
+    if not extra:
+        return
+    argv = sys.argv[1:] if args is None else list(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", module, *argv], {**os.environ, **extra})
 
 
 _STOP = threading.Event()

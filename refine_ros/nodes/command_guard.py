@@ -14,12 +14,14 @@ straight wheels (the bridges' stop), a Twist stop all zero.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from rclpy.node import Node
 
+from refine_ros.bringup.dds import may_use_shared_memory
 from refine_ros.command_guard import COMMAND_TYPES, STANDARD_TOPICS, Guard, moving
-from refine_ros.nodes._main import run_node
+from refine_ros.nodes._main import run_node, without_shared_memory
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.wire import qos
 
@@ -80,6 +82,11 @@ class CommandGuard(Node):
         self.create_timer(float(p["period"]), self._tick)
         self.get_logger().info(f"guarding {self.topic} ({self.command_type}): the stop after "
                                f"{self.guard.timeout:g} s of silence following a moving command")
+        if may_use_shared_memory(os.environ):
+            self.get_logger().warning(
+                "this process's Fast DDS configuration may use shared memory: a frozen bridge can then hold "
+                "the guard's stop for a second or more; start it with FASTDDS_DEFAULT_PROFILES_FILE set to "
+                "refine_ros's config/fastdds_udp.xml")
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -114,6 +121,7 @@ class CommandGuard(Node):
 
 
 def main(args: list[str] | None = None) -> None:
+    without_shared_memory("refine_ros.nodes.command_guard", args)
     run_node(CommandGuard, args)
 
 

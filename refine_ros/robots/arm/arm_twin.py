@@ -44,6 +44,13 @@ Ground truth: `~/ground_truth` (std_msgs/Float64MultiArray, every tick: [time, t
 `base_frame`, tool speed m/s, the tool speed the arm is commanded]); no node of the robot's
 graph reads it (the fault matrix measures how far the arm moved with it).
 
+Transport: the twin's participant sends over UDP only (config/fastdds_udp.xml). ros2_control
+takes commands in its executor while its broadcasters' own threads publish, so a subscriber
+that freezes (a bridge under SIGSTOP) never delays a command there. This twin is one Python
+process: a Fast DDS send over shared memory to the frozen bridge blocked on the bridge's port
+and held the GIL, and for 1 to 2 s the twin applied no command, a stall the stack it stands in
+for does not have.
+
 Faults: per-sensor dropout windows and random dropouts (`dropouts.<joints|marker>.*`), sensor
 noise, a command latency, and `~/silence_joints` / `~/silence_marker` (std_srvs/SetBool) for an
 operator to pull a sensor's plug during a rehearsal. `~/reset` (std_srvs/Trigger) puts the
@@ -71,7 +78,7 @@ from std_msgs.msg import Float64MultiArray, Int8
 from std_srvs.srv import SetBool, Trigger
 
 from refine_ros.bringup.spin import destroy_actions
-from refine_ros.nodes._main import run_node
+from refine_ros.nodes._main import run_node, without_shared_memory
 from refine_ros.params import Param, StartRefused, declare_parameters, refusing, values
 from refine_ros.robots._twin.frames import Pose, Transform
 from refine_ros.robots._twin.node import (
@@ -561,6 +568,7 @@ class ArmTwinNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
+    without_shared_memory("refine_ros.robots.arm.arm_twin", args)  # see "Transport" above
     run_node(ArmTwinNode, args)
 
 
