@@ -101,7 +101,7 @@ class LocalFitter:
     timeout_s: float = 600.0
     allow_weak_isolation: bool = False
     validation_s: float = FIT_VALIDATION_S
-    """Wall-clock limit of the fit's validation phase (build, contract check, first epoch)."""
+    """CPU-time budget of the fit's validation phase (build, contract check, first epochs)."""
     source: str | None = None
     """Fit only a demonstration from this source (a robot: `teleop (<robot>)`); None: any."""
 

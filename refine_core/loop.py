@@ -122,8 +122,8 @@ class RefineConfig:
     fit_timeout_s: float = 600.0
     """Wall-clock limit for one sandboxed fit."""
     fit_validation_s: float = FIT_VALIDATION_S
-    """Wall-clock limit for a fit's validation phase (build, contract check, first epochs): a
-    program whose forward never returns is refused within it."""
+    """CPU-time budget of a fit's validation phase (build, contract check, first epochs; six
+    times as much wall clock at most): a program whose forward never returns is refused within it."""
     workers: int = 1
     """Local processes for rollouts."""
     allow_weak_isolation: bool = False
@@ -381,8 +381,10 @@ def fit_with_regeneration(run: Run, program: str, conversation: Conversation | N
     """Fit `program`; on failure ask the analyst for a repaired one, continuing the exchange
     that wrote the failed program, at most `max_attempts` fits in all."""
     attempts: list[dict] = []
+    nothing_to_fit = "the analyst wrote no program"
     for attempt in range(1, run.config.max_attempts + 1):
-        fit = run.fitter.fit(program, run.demo)
+        # a repair that brought no program is recorded as that, with the analyst's reason
+        fit = run.fitter.fit(program, run.demo) if program else FitOutcome(program="", error=nothing_to_fit)
         attempts.append({"attempt": attempt, "error": fit.error})
         if not fit.failed or attempt == run.config.max_attempts:
             return fit, attempts, conversation
@@ -391,6 +393,7 @@ def fit_with_regeneration(run: Run, program: str, conversation: Conversation | N
         run.record(answer.calls, "regenerate")
         if not answer.ok:
             attempts[-1]["regenerate_error"] = answer.error
+        nothing_to_fit = f"the analyst wrote no program: {answer.error}" if answer.error else "the analyst wrote no program"
         program, conversation = answer.program or "", answer.conversation or conversation
     raise AssertionError("unreachable: the last attempt returns")
 

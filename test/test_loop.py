@@ -121,6 +121,26 @@ def test_a_round_that_never_fits_is_recorded_and_the_loop_stops(tmp_path):
     assert db.events(result.run_id, kind="round_failed")
 
 
+class SilentRepairs(BrokenFirst):
+    """Writes a program that does not compile, then answers every repair request with an error."""
+
+    def generate(self, spec, *, failed_program=None, error=None, context=None):
+        if error is None:
+            return ProgramAnswer(program="def broken(:\n")
+        self.repair_requests.append(error)
+        return ProgramAnswer(program=None, error="the endpoint did not answer in 60 s")
+
+
+def test_a_repair_that_brings_no_program_is_recorded_with_the_analysts_reason(tmp_path):
+    db = RunDatabase(tmp_path / "run.db")
+    result = refine(get_task("door_open"), SilentRepairs([]), db, small(max_attempts=3))
+    (row,) = db.rounds(result.run_id)
+    errors = [a["error"] for a in row["fit_report"]["attempts"]]
+    assert "[syntax]" in errors[0]
+    assert errors[1:] == ["the analyst wrote no program: the endpoint did not answer in 60 s"] * 2
+    assert row["error"] == errors[-1] and errors[-1] in result.stop_reason
+
+
 def _wait_for_committed_round(db_file, n, timeout=300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -342,6 +342,27 @@ def test_infinite_loop_times_out():
         run_diagnostics("print(1)", table, timeout_s=-1)
 
 
+def test_a_first_phase_is_budgeted_in_cpu_time_and_bounded_by_the_clock():
+    """Until a script prints the checkpoint it has `checkpoint_s` of CPU time (a loaded machine
+    slows its clock, not its work), and a script that sleeps instead is still cut, by the wall
+    bound; after the checkpoint the whole limit applies."""
+    from refine_core.sandbox.limits import CHECKPOINT
+    from refine_core.sandbox.runner import CHECKPOINT_WALL_FACTOR
+
+    limits = Limits(wall_s=60.0, memory_bytes=1024**3)
+    spin = run("while True:\n    pass\n", limits=limits, checkpoint_s=1.0)
+    assert spin.status == "timeout" and spin.checkpoint_reached is False, spin
+    assert 1.0 <= spin.checkpoint_cpu_s < 1.5 and "of CPU time" in spin.message, spin
+    sleep = run("import time\ntime.sleep(60)\n", limits=limits, checkpoint_s=0.5)
+    assert sleep.status == "timeout" and sleep.checkpoint_cpu_s < 0.5, sleep
+    assert 0.5 * CHECKPOINT_WALL_FACTOR <= sleep.duration_s < limits.wall_s, sleep
+    spin_after = (f"print({CHECKPOINT!r}, flush=True)\nimport time\nstart = time.process_time()\n"
+                  "while time.process_time() - start < 1.5:\n    pass\nprint('done')\n")
+    passed = run(spin_after, limits=limits, checkpoint_s=1.0)
+    assert passed.status == "ok" and passed.checkpoint_reached and passed.stdout.strip() == "done", passed
+    assert passed.checkpoint_cpu_s < 1.0
+
+
 def test_cpu_time_limit_kills_busy_threads():
     code = (
         "import threading\n"

@@ -113,9 +113,11 @@ def _with_forward_prelude(line: str) -> str:
 
 
 def test_a_forward_that_never_returns_is_refused_by_the_validation_phase(car, record_property):
-    """Not after the fit's long wall-clock limit: within the validation phase's deadline, well
-    under 30 s, saying which phase stopped and why."""
+    """Not after the fit's long wall-clock limit: when the validation phase has used its CPU
+    budget (however long a loaded machine's clock takes for it), saying which phase stopped and why."""
     import time
+
+    from refine_core.sandbox.fit import FIT_VALIDATION_S
 
     source = _with_forward_prelude("while True:\n            pass")
     started = time.monotonic()
@@ -124,8 +126,9 @@ def test_a_forward_that_never_returns_is_refused_by_the_validation_phase(car, re
     record_property("hanging_forward_refused_s", round(float(took), 2))
     assert result.status == "timeout" and result.phase == "validation", result.error
     assert result.error.startswith("validation phase:") and "never returns" in result.error
+    assert f"within {FIT_VALIDATION_S:g} s of CPU time" in result.error, result.error
     assert "long fit was not started" in result.error
-    assert took < 30.0, took
+    assert FIT_VALIDATION_S <= result.result.checkpoint_cpu_s < FIT_VALIDATION_S + 1.0, result.result
     assert fit(starter_program("car_racing"), car[1]).ok
 
 

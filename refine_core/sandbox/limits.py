@@ -77,6 +77,9 @@ class SandboxResult:
     checkpoint_reached: bool | None = None
     """With a checkpoint deadline (`run_script(checkpoint_s=...)`): whether the script printed
     `CHECKPOINT` before it; None when no checkpoint was asked for."""
+    checkpoint_cpu_s: float | None = None
+    """With a checkpoint: the CPU seconds the script had used when it printed `CHECKPOINT`, or
+    when the first phase was cut short."""
 
     @property
     def ok(self) -> bool:

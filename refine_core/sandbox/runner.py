@@ -38,6 +38,10 @@ _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|^OPENAI_|"
                           r"^AWS_|^AZURE_|^GOOGLE_|^HF_|^ANTHROPIC_|^ROS_|^RMW_|^FASTRTPS|^CYCLONEDDS")
 _CHUNK = 65536
+CHECKPOINT_WALL_FACTOR = 6.0
+"""Wall-clock seconds per CPU second the first phase may take (`run_script(checkpoint_s=...)`):
+its CPU budget alone would never end a script that sleeps or waits on a pipe."""
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class SandboxConfigError(ValueError):
@@ -144,11 +148,15 @@ def run_script(
     `limits.wall_s`; `_guard=False` exists only so the tests can show the OS layer holds on
     its own.
 
-    `checkpoint_s` splits the wall clock in two phases: until the script prints the line
-    `limits.CHECKPOINT` it has only `checkpoint_s` seconds (from the start, setup included),
-    after it the whole `limits.wall_s`. So a script that hangs early is killed early, not at
-    the end of a long budget meant for the work after its checks. The marker only moves a
-    deadline the parent enforces, and never beyond `wall_s`.
+    `checkpoint_s` splits the run in two phases: until the script prints the line
+    `limits.CHECKPOINT` it has only `checkpoint_s` seconds of CPU time (its whole process
+    tree's, from the start, setup included) and at most `CHECKPOINT_WALL_FACTOR` times as many
+    seconds of wall clock; after it the whole `limits.wall_s`. So a script that spins early is
+    killed early, not at the end of a long budget meant for the work after its checks, and the
+    budget measures the script's work, not how busy the machine is: on a loaded machine the
+    same checks take several times longer by the clock and the same CPU time. The wall bound
+    is for a script that blocks without computing. The marker only moves a deadline the parent
+    enforces, and never beyond `wall_s`.
 
     `on_line` hears every complete line the script prints, while it runs (a fit's epoch
     progress); `cancel`, once set, kills the sandbox within a quarter second and the status
@@ -269,6 +277,8 @@ class _Watch:
         self.checkpoint_s: float | None = None
         """The first phase's budget, while the script has not printed CHECKPOINT yet."""
         self.checkpoint_reached: bool | None = None
+        self.checkpoint_cpu_s: float | None = None
+        """CPU seconds the script's processes had used when the first phase ended (or was cut)."""
         self.cancelled = False
         self.partial_line = bytearray()
 
@@ -286,14 +296,21 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_
     marker = CHECKPOINT.encode()
     if checkpoint_s is not None:
         w.checkpoint_s, w.checkpoint_reached = float(checkpoint_s), False
-        deadline = start + min(float(checkpoint_s), limits.wall_s)
+        deadline = start + min(float(checkpoint_s) * CHECKPOINT_WALL_FACTOR, limits.wall_s)
     next_disk_check = start + 0.5
+    next_cpu_check = start
     open_streams = 3
     while open_streams:
         now = time.monotonic()
         if cancel is not None and cancel.is_set():
             w.cancelled = True
             return w
+        if w.checkpoint_reached is False and now >= next_cpu_check:
+            next_cpu_check = now + 0.1
+            w.checkpoint_cpu_s = process_tree_cpu_s(proc.pid)
+            if w.checkpoint_cpu_s >= w.checkpoint_s:
+                w.timed_out = True
+                return w
         if now >= deadline:
             w.timed_out = True
             return w
@@ -316,6 +333,7 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_
                 w.stdout += data[:max(room, 0)]
                 if w.checkpoint_reached is False and marker in w.stdout[max(0, seen - len(marker)):]:
                     w.checkpoint_reached = True
+                    w.checkpoint_cpu_s = process_tree_cpu_s(proc.pid)
                     deadline = start + limits.wall_s
                 if on_line is not None:
                     _tell_lines(w, data[:max(room, 0)], on_line)
@@ -338,6 +356,23 @@ def _watch(proc, status_r, limits: Limits, work: Path, start: float, checkpoint_
     except subprocess.TimeoutExpired:
         w.timed_out = True
     return w
+
+
+def process_tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used by process `pid` and every descendant, the reaped ones
+    included, from /proc: what a sandboxed script has computed so far, whatever the load."""
+    total_ticks = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total_ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+            for task in os.listdir(f"/proc/{current}/task"):
+                pending += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            continue  # it ended between two reads
+    return total_ticks / _CLOCK_TICKS
 
 
 def _tell_lines(w: _Watch, data: bytes, on_line: Callable[[str], None]) -> None:
@@ -450,7 +485,8 @@ def _result(proc, w: _Watch, limits: Limits, out_dir: Path, isolation: str, dura
     if w.cancelled:
         status, message = "cancelled", "cancelled by the caller; killed"
     elif w.timed_out and w.checkpoint_reached is False and w.checkpoint_s is not None and w.checkpoint_s < limits.wall_s:
-        status, message = "timeout", f"did not reach its checkpoint within {w.checkpoint_s:g} s; killed"
+        status, message = "timeout", (f"did not reach its checkpoint within {w.checkpoint_s:g} s of CPU time "
+                                      f"(it used {w.checkpoint_cpu_s or 0.0:.1f} s in {duration:.1f} s); killed")
     elif w.timed_out:
         status, message = "timeout", f"wall-clock limit of {limits.wall_s:g} s reached; killed"
     elif w.killed_for:
@@ -487,6 +523,7 @@ def _result(proc, w: _Watch, limits: Limits, out_dir: Path, isolation: str, dura
         refusals=refusals,
         stdout_truncated=w.stdout_truncated,
         checkpoint_reached=w.checkpoint_reached,
+        checkpoint_cpu_s=None if w.checkpoint_cpu_s is None else round(w.checkpoint_cpu_s, 2),
     )
 
 

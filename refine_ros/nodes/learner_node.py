@@ -109,8 +109,9 @@ PARAMETERS: dict[str, Param] = {
                        "an RL goal the learner waits (up to listener_timeout, then warns and goes on) until each "
                        "has a matched subscription, since a message sent earlier is lost to it; [''] = none"),
     "listener_timeout": Param(10.0, "seconds to wait for the listeners before a round", (0.0, 3600.0)),
-    "fit_validation_timeout": Param(FIT_VALIDATION_S, "seconds a fit's validation phase (build, contract check, "
-                                    "first epochs) may take: a forward that never returns is refused within it",
+    "fit_validation_timeout": Param(FIT_VALIDATION_S, "CPU seconds a fit's validation phase (build, contract "
+                                    "check, first epochs) may use, and six times as many by the clock: a forward "
+                                    "that never returns is refused within it",
                                     (1.0, 3600.0)),
 }
 
