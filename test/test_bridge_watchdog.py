@@ -119,6 +119,14 @@ class Rig:
             self.pub_safe.publish(pack_vector(1, self.step, self.safe, label=self.label))
             self.step += 1
 
+    def move_until_the_driver_moves(self, proc: subprocess.Popen, safe: tuple[float, ...]) -> None:
+        """Send `safe` as the safety node would until the bridge has moved the driver."""
+        deadline = time.monotonic() + 60
+        self.safe = safe
+        while not any(v > 0 for _, v in self.since(0.0)):
+            assert time.monotonic() < deadline and proc.poll() is None, "the bridge never moved the robot"
+            time.sleep(0.05)
+
     def since(self, t: float) -> list[tuple[float, float]]:
         with self.lock:
             return [(s - t, v) for s, v in self.commands if s >= t]
@@ -135,11 +143,7 @@ def test_the_bridge_stops_the_robot_itself_when_safe_commands_stop(context, tmp_
     proc = start_bridge(bridge, parameters, tmp_path)
     rig = Rig(context, bridge)
     try:
-        deadline = time.monotonic() + 60
-        rig.safe = MOVING[bridge]
-        while not any(v > 0 for _, v in rig.since(0.0)):
-            assert time.monotonic() < deadline and proc.poll() is None, "the bridge never moved the robot"
-            time.sleep(0.05)
+        rig.move_until_the_driver_moves(proc, MOVING[bridge])
         time.sleep(0.5)
         rig.safe = None  # the safety node is gone: nothing more on refine/safe_action
         t_f = time.monotonic()
@@ -204,11 +208,7 @@ def test_a_bridge_that_was_frozen_moves_nothing_until_the_safety_node_has_acknow
     proc = start_bridge(bridge, BRIDGES[bridge][0], tmp_path)
     rig = Rig(context, bridge)
     try:
-        deadline = time.monotonic() + 60
-        rig.safe = MOVING[bridge]
-        while not any(v > 0 for _, v in rig.since(0.0)):
-            assert time.monotonic() < deadline and proc.poll() is None, "the bridge never moved the robot"
-            time.sleep(0.05)
+        rig.move_until_the_driver_moves(proc, MOVING[bridge])
         time.sleep(0.3)
         proc.send_signal(signal.SIGSTOP)
         time.sleep(0.6)  # the safety node, still confirmed, keeps sending moving commands
