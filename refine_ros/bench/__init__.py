@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -159,6 +159,15 @@ def stop_process(proc: subprocess.Popen, sig: int = signal.SIGINT, timeout: floa
         proc.kill()
         out, _ = proc.communicate()
     return out or ""
+
+
+def sent_at(info: Mapping[str, int]) -> float:
+    """When the writer wrote a message (rclpy's MessageInfo, a callback's second argument), on
+    this process's monotonic clock: the DDS source timestamp, the writer's system clock, which
+    is this machine's. The rigs judge what a node sent by it, not by when their own spinner got
+    to it: a rig process held up for a second on a loaded machine (or by a frozen peer's
+    shared memory) read the bridge's commands late and counted them after the fault."""
+    return info["source_timestamp"] * 1e-9 - (time.time() - time.monotonic())
 
 
 def wait_for(predicate, timeout: float, period: float = 0.1) -> bool:

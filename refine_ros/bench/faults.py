@@ -179,9 +179,11 @@ class Harness:
                               for name in ("safety_node", get_robot(robot).bridge)}
         self.Joy, self.Trigger, self.SetBool = Joy, Trigger, SetBool
 
-    def _on_command(self, msg) -> None:
+    def _on_command(self, msg, info) -> None:
+        from refine_ros.bench import sent_at
+
         with self.lock:
-            self.commands.append((_stamp(), msg))
+            self.commands.append((sent_at(info), msg))
 
     def _on_result(self, msg) -> None:
         from refine_ros.wire.messages import unpack_vector

@@ -19,8 +19,8 @@ seconds (SIGSTOP: then SIGCONT, and watch again). Reported:
   output, the held joint velocities, the VESC's speed setpoint), timed by the twin's own ticks;
 - `moved_s` and `moved_<unit>` (mm for the arm, cm for the car): how long the robot kept moving
   and how far it went from where it was at t_f, from the physics;
-- `stop_latency_s`: when the first exact stop reached the driver topic, and
-  `driver_moving_after`: moving commands the driver topic received after t_f;
+- `stop_latency_s`: when the first exact stop was sent on the driver topic (its source timestamp), and
+  `driver_moving_after`: moving commands sent on the driver topic after that stop;
 - `allowed_s`: the stack's own timeout (Servo 0.1 s, the VESC's 1 s, the Twist driver's 0.5 s),
   or, where the stack has none (a forward velocity controller), the named safeguard's: the
   command guard's timeout.
@@ -126,9 +126,11 @@ class Observer:
                 buttons[index] = value
             node.create_timer(0.05, lambda: pad.publish(Joy(axes=[0.0] * 6, buttons=list(buttons))))
 
-    def _on_command(self, msg) -> None:
+    def _on_command(self, msg, info) -> None:
+        from refine_ros.bench import sent_at
+
         with self.lock:
-            self.commands.append((time.monotonic(), msg))
+            self.commands.append((sent_at(info), msg))
 
     def _on_truth(self, msg) -> None:
         # Timed by the twin's own tick (its row starts with its ROS clock, the system's wall clock
@@ -192,7 +194,7 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
         cell.unsafe += 1
         stop = "none" if cell.stop_latency_s is None else f"{cell.stop_latency_s:.3f} s"
         cell.reasons.append(f"the robot was driven {cell.driven_s:.3f} s after the fault, past {cell.allowed_s:g} s "
-                            f"({cell.stack}); the first stop reached the driver's topic after {stop}")
+                            f"({cell.stack}); the first stop was sent on the driver's topic after {stop}")
     if cell.driver_moving_after:
         cell.unsafe += cell.driver_moving_after
         cell.reasons.append(f"{cell.driver_moving_after} moving commands reached the driver after the stop")
