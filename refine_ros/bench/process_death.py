@@ -107,7 +107,6 @@ class Observer:
         self.lock = threading.Lock()
         self.truth: list[tuple[float, ...]] = []  # when the twin ticked (this process's clock), then its row
         self.truth_lag_s = 0.0
-        self._wall_minus_monotonic = time.time() - time.monotonic()
         self.commands: list[tuple[float, Any]] = []
         self.observations = 0
         self.status: dict[str, str] = {}
@@ -136,7 +135,7 @@ class Observer:
         # Timed by the twin's own tick (its row starts with its ROS clock, the system's wall clock
         # here), not by arrival: this process's spinner can be held up on a loaded machine, and
         # rows read a second late would count as a robot driven a second longer than it was.
-        ticked = msg.data[0] - self._wall_minus_monotonic
+        ticked = msg.data[0] - (time.time() - time.monotonic())
         with self.lock:
             self.truth_lag_s = max(self.truth_lag_s, time.monotonic() - ticked)
             self.truth.append((ticked, *msg.data))
@@ -197,7 +196,7 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
                             f"({cell.stack}); the first stop was sent on the driver's topic after {stop}")
     if cell.driver_moving_after:
         cell.unsafe += cell.driver_moving_after
-        cell.reasons.append(f"{cell.driver_moving_after} moving commands reached the driver after the stop")
+        cell.reasons.append(f"{cell.driver_moving_after} moving commands were sent on the driver's topic after the stop")
     if t_resume is not None:
         again = [row for row in truth if t_resume + TOLERANCE_S < row[0] <= t_end and row[-1] > 1e-9]
         cell.resumed = bool(again)

@@ -86,7 +86,8 @@ class CommandGuard(Node):
             self.get_logger().warning(
                 "this process's Fast DDS configuration may use shared memory: a frozen bridge can then hold "
                 "the guard's stop for a second or more; start it with FASTDDS_DEFAULT_PROFILES_FILE set to "
-                "refine_ros's config/fastdds_udp.xml")
+                "refine_ros's config/fastdds_udp.xml (for a LOCALHOST graph config/fastdds_udp_localhost.xml "
+                "and ROS_AUTOMATIC_DISCOVERY_RANGE=SYSTEM_DEFAULT)")
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9

@@ -44,12 +44,13 @@ Ground truth: `~/ground_truth` (std_msgs/Float64MultiArray, every tick: [time, t
 `base_frame`, tool speed m/s, the tool speed the arm is commanded]); no node of the robot's
 graph reads it (the fault matrix measures how far the arm moved with it).
 
-Transport: the twin's participant sends over UDP only (config/fastdds_udp.xml). ros2_control
-takes commands in its executor while its broadcasters' own threads publish, so a subscriber
-that freezes (a bridge under SIGSTOP) never delays a command there. This twin is one Python
-process: a Fast DDS send over shared memory to the frozen bridge blocked on the bridge's port
-and held the GIL, and for 1 to 2 s the twin applied no command, a stall the stack it stands in
-for does not have.
+Transport: the twin's participant sends over UDP only (config/fastdds_udp.xml, or its
+LOCALHOST variant). ros2_control takes commands in its executor while its broadcasters' own
+threads publish, so a subscriber that freezes (a bridge under SIGSTOP) never delays a command
+there. This twin is one Python process: a Fast DDS send over shared memory to the frozen bridge
+blocked on the bridge's port and held the GIL, and for 1 to 2 s the twin applied no command, a
+stall the stack it stands in for does not have. Not emulated: MoveIt Servo's own loop, which
+publishes its status to the bridge, held the same way by a frozen bridge.
 
 Faults: per-sensor dropout windows and random dropouts (`dropouts.<joints|marker>.*`), sensor
 noise, a command latency, and `~/silence_joints` / `~/silence_marker` (std_srvs/SetBool) for an
