@@ -31,11 +31,14 @@ def profile_path() -> Path | None:
     return _find("config", PROFILE_FILE)
 
 
+def _fast_dds(environ: Mapping[str, str]) -> bool:
+    return (environ.get("RMW_IMPLEMENTATION") or DEFAULT_RMW).startswith("rmw_fastrtps")
+
+
 def dds_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables to add to `environ` for the nodes started from it: the packaged profile
     when the middleware is Fast DDS and nothing about it was configured; otherwise none."""
-    rmw = environ.get("RMW_IMPLEMENTATION") or DEFAULT_RMW
-    if not rmw.startswith("rmw_fastrtps") or any(environ.get(name) for name in USER_CHOICES):
+    if not _fast_dds(environ) or any(environ.get(name) for name in USER_CHOICES):
         return {}
     path = profile_path()
     return {PROFILE_VARIABLE: str(path)} if path is not None else {}
@@ -55,8 +58,7 @@ def udp_only_environment(environ: Mapping[str, str]) -> dict[str, str]:
     the middleware is not Fast DDS, when that is in force already, or when the user configured
     something this cannot carry over (their own profile or transports, static peers, the
     range OFF): the node should then say its stop may wait on a frozen process."""
-    rmw = environ.get("RMW_IMPLEMENTATION") or DEFAULT_RMW
-    if not rmw.startswith("rmw_fastrtps"):
+    if not _fast_dds(environ):
         return {}
     packaged = profile_path()
     chosen = [name for name in USER_CHOICES if environ.get(name)]
@@ -77,8 +79,7 @@ def udp_only_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 def may_use_shared_memory(environ: Mapping[str, str]) -> bool:
     """Whether a participant created from `environ` may send through Fast DDS's shared memory."""
-    rmw = environ.get("RMW_IMPLEMENTATION") or DEFAULT_RMW
-    if not rmw.startswith("rmw_fastrtps"):
+    if not _fast_dds(environ):
         return False
     scope = _discovery_range(environ)
     if scope == "OFF":
