@@ -25,7 +25,7 @@ def test_setup_py_installs_one_console_script_per_registry_node():
     installed = {ep.name: ep.value for ep in importlib.metadata.distribution("refine_ros").entry_points
                  if ep.group == "console_scripts"}
     nodes = {name: value for name, value in installed.items() if name != "refine"}
-    assert nodes == {entry.executable: f"{entry.module}:main" for entry in NODES.values()}
+    assert nodes == {entry.executable: f"refine_ros.nodes._start:{entry.name}" for entry in NODES.values()}
 
 
 def test_setup_py_reads_the_registry_without_installing_anything():
@@ -54,14 +54,14 @@ def test_a_new_node_module_is_a_node_and_a_module_without_main_is_refused(tmp_pa
         "boat_bridge": NodeEntry("boat_bridge", "BoatBridge", False, "refine_ros.nodes.boat_bridge"),
         "boat_sim": NodeEntry("boat_sim", "BoatSim", True, "refine_ros.nodes.boat_sim")}
     assert NodeEntry("boat_bridge", "BoatBridge").console_script == \
-        "boat_bridge = refine_ros.nodes.boat_bridge:main"
+        "boat_bridge = refine_ros.nodes._start:boat_bridge"
     (tmp_path / "notes.py").write_text("def main():\n    print('hi')\n")
     with pytest.raises(ValueError, match=r"notes.py: .* needs main\(\) calling run_node"):
         read_nodes(tmp_path)
     # a robot folder also holds its library (mappings, kinematics, a CLI): those are not nodes
     robot = read_nodes(tmp_path, "boats.robots.boat", "boats", only_nodes=False)
     assert set(robot) == {"boat_bridge", "boat_sim"}
-    assert robot["boat_bridge"].console_script == "boat_bridge = boats.robots.boat.boat_bridge:main"
+    assert robot["boat_bridge"].console_script == "boat_bridge = refine_ros.nodes._start:boat_bridge"
     assert robot["boat_bridge"].package == "boats"
 
 

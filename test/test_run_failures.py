@@ -91,3 +91,37 @@ def test_refine_up_processes_exits_non_zero_with_the_failing_nodes_reason(run_di
                             "[refine] learner_node exited before the run was over (exit code 2): learner_node: no "
                             "demonstration recorded on arm_real")), out[-4000:]
     assert "refine up arm_real_record_demo" in last
+
+
+def _loading(pid: int, library: str) -> bool:
+    """The process has mapped `library`: it is past Python's start and inside its imports."""
+    try:
+        return library in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.ros
+@pytest.mark.timeout(120)
+def test_a_node_interrupted_while_loading_stops_quietly(run_dir):
+    """CI (stop 33) saw the analysis node, still importing when the learner refused to start,
+    end the launch's output with a KeyboardInterrupt traceback out of the node registry's import,
+    under the learner's real reason. A SIGINT before a node has taken over the signals is a stop:
+    exit status 0, one line, no traceback. The signal is sent once rclpy's library is mapped,
+    about a second before the node's imports (torch) are done."""
+    import signal
+    import time
+
+    from refine_ros.bench import ros_env
+
+    node = subprocess.Popen([str(Path(sys.executable).parent / "analysis_node"), "--ros-args", "-p",
+                             "task:=door_open", "-p", f"run_dir:={run_dir}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ros_env())
+    deadline = time.monotonic() + 60
+    while not _loading(node.pid, "_rclpy_pybind11") and node.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    node.send_signal(signal.SIGINT)
+    out, err = node.communicate(timeout=60)
+    assert "Traceback" not in out + err, err[-3000:]
+    assert node.returncode == 0, err[-3000:]
+    assert "[analysis_node] stopped before it had started (interrupted while loading)" in err, err[-3000:]

@@ -42,7 +42,7 @@ SPIN_SLICE_S = 0.1
 __all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node", "without_shared_memory"]
 
 
-def without_shared_memory(module: str, args: list[str] | None) -> None:
+def without_shared_memory(node: str, args: list[str] | None) -> None:
     """Start this process again, same PID and arguments, with a Fast DDS participant that sends
     over UDP only (config/fastdds_udp.xml), unless it already has one or the user configured
     Fast DDS themselves; returns only when there is nothing to change.
@@ -58,7 +58,8 @@ def without_shared_memory(module: str, args: list[str] | None) -> None:
     argv = sys.argv[1:] if args is None else list(args)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", module, *argv], {**os.environ, **extra})
+    os.execve(sys.executable, [sys.executable, "-m", "refine_ros.nodes._start", node, *argv],
+              {**os.environ, **extra})
 
 
 _STOP = threading.Event()

@@ -122,7 +122,7 @@ class CommandGuard(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    without_shared_memory("refine_ros.nodes.command_guard", args)
+    without_shared_memory("command_guard", args)
     run_node(CommandGuard, args)
 
 

@@ -53,8 +53,10 @@ class NodeEntry(NamedTuple):
 
     @property
     def console_script(self) -> str:
-        """The setuptools console_scripts entry that installs the executable."""
-        return f"{self.executable} = {self.module}:main"
+        """The setuptools console_scripts entry that installs the executable: through
+        refine_ros/nodes/_start.py, where a SIGINT while the node is still loading is a quiet
+        stop (a plug-in robot's package can point its own executables there too)."""
+        return f"{self.executable} = {PACKAGE}.nodes._start:{self.name}"
 
 
 def _started_class(tree: ast.Module) -> str | None:

@@ -569,7 +569,7 @@ class ArmTwinNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    without_shared_memory("refine_ros.robots.arm.arm_twin", args)  # see "Transport" above
+    without_shared_memory("arm_twin", args)  # see "Transport" above
     run_node(ArmTwinNode, args)
 
 
