@@ -152,6 +152,11 @@ def farthest_corner(lower: Sequence[float], upper: Sequence[float]) -> float:
 
 PASSING = ("policy", "teleop")
 """Decision reasons that move the robot; every other reason is a stop."""
+BRIDGE_ACK = "bridge"
+"""The reason of the stop the safety node sends when it hears that a bridge stopped the robot
+by itself (refine/bridge_stop): that stop revokes the episode's confirmation, and it is the only
+one that tells the bridge the safety node knows. Any other stop may come from a safety node
+that has not read the news yet (a released dead-man keeps the confirmation)."""
 
 
 def stop_label(label: str) -> bool:
@@ -423,6 +428,13 @@ class SafetyFilter:
     def stop_now(self, reason: str, now: float) -> Decision:
         """A stop the node decides on (shutdown): the same stop command, same revocation."""
         return self._stop(reason, now)
+
+    def bridge_stopped(self, now: float) -> Decision:
+        """A bridge stopped the robot by itself (this node was silent): the confirmation is
+        revoked whatever the halt before it, since a confirmation given during an earlier stop
+        predates this fault, and the stop goes out labelled `BRIDGE_ACK`, the bridge's cue."""
+        self._revoke()
+        return self._stop(BRIDGE_ACK, now)
 
     def _limit(self, values: np.ndarray, episode: int, step: int, source: str, now: float) -> Decision:
         out = np.clip(values, self._lower, self._upper)

@@ -64,7 +64,7 @@ class Rig:
         from nav_msgs.msg import Odometry
         from rclpy.node import Node
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
+        from std_msgs.msg import Float64MultiArray, String
 
         from refine_ros.bringup.spin import NodeSpinner
         from refine_ros.wire import qos
@@ -83,6 +83,9 @@ class Rig:
         self.pub_joints = self.node.create_publisher(JointState, "/joint_states", qos.STATE)
         self.pub_odom = self.node.create_publisher(Odometry, "/odom", qos.STATE)
         self.pub_safe = self.node.create_publisher(Float64MultiArray, "refine/safe_action", qos.CONTROL)
+        self.bridge_stops: list[float] = []  # when the bridge said it stopped the robot itself
+        self.node.create_subscription(String, "refine/bridge_stop",
+                                      lambda _msg: self.bridge_stops.append(time.monotonic()), qos.STATE)
         self.speak = True
         self.safe: tuple[float, ...] | None = None
         self.label = "policy"
@@ -151,12 +154,18 @@ def test_the_bridge_stops_the_robot_itself_when_safe_commands_stop(context, tmp_
         after = rig.since(t_f)
         rig.safe = MOVING[bridge]  # a frozen safety node resumes with its episode still confirmed ...
         time.sleep(0.5)
+        rig.safe, rig.label = STOP[bridge], "deadman"  # ... and a stop that is no answer (it keeps the
+        time.sleep(0.2)                                 # confirmation) does not release the bridge ...
+        rig.safe, rig.label = MOVING[bridge], "policy"
+        time.sleep(0.5)
         held = rig.since(t_f + 1.0)
-        rig.safe, rig.label = STOP[bridge], "bridge"  # ... until it has heard of the stop and sent its own
+        said = list(rig.bridge_stops)
+        rig.safe, rig.label = STOP[bridge], "bridge"  # ... until it has heard of the stop and answered
         time.sleep(0.3)
         rig.safe, rig.label = MOVING[bridge], "policy"  # then a confirmed episode moves the robot again
         time.sleep(0.5)
-        back = rig.since(t_f + 1.8)
+        back = rig.since(t_f + 2.5)
+        repeated = [t for t in rig.bridge_stops if t > t_f + 2.5]
     finally:
         rig.close()
         out = finish(proc)
@@ -168,9 +177,14 @@ def test_the_bridge_stops_the_robot_itself_when_safe_commands_stop(context, tmp_
     assert timeout - 0.04 < stops[0][0] < timeout + 0.02 + 0.2, f"the first stop came {stops[0][0]:.3f} s after"
     assert all(v == 0.0 for t, v in after if t > stops[0][0]), "motion after the watchdog's stop"
     assert len(stops) >= 15, f"only {len(stops)} stops in 1 s: the stop is not repeated every control tick"
-    assert held and all(v == 0.0 for _, v in held), "a moving command before the safety node acknowledged the stop"
-    assert any(v > 0 for _, v in back), "the safety node sent its stop, then commands: the bridge passes them"
+    assert held and all(v == 0.0 for _, v in held), "a moving command before the safety node answered the stop"
+    assert any(v > 0 for _, v in back), "the safety node answered, then commands: the bridge passes them"
     assert f"no safe command for {timeout:.3f} s" in out and "safe commands are back" in out, out[-2000:]
+    # said when it happened, and again every second while unanswered (1.0 s to 2.2 s after it: twice
+    # more); not after the answer
+    assert len(said) >= 2 and said[0] - t_f < timeout + 0.2, [round(t - t_f, 2) for t in said]
+    assert 0.8 < said[1] - said[0] < 1.4, [round(t - t_f, 2) for t in said]
+    assert not repeated, f"the bridge still said it stopped after the safety node's answer: {repeated}"
 
 
 @pytest.mark.alone  # a wall-clock budget: under pytest-xdist no other test runs beside it

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from refine_ros.safety import (
+    BRIDGE_ACK,
     Decision,
     InvalidCommand,
     InvalidSafetyConfig,
@@ -328,3 +329,19 @@ def test_every_stop_reason_is_a_stop():
     for reason in ("stale", "estop", "rejected", "unconfirmed", "deadman", "shutdown", "startup"):
         assert Decision((0.0,), 0, 0, reason).stopped
     assert not Decision((0.0,), 0, 0, "policy").stopped and not Decision((0.0,), 0, 0, "teleop").stopped
+
+
+def test_a_bridges_stop_revokes_even_a_confirmation_given_during_an_earlier_one():
+    """The bridge waits for the stop labelled BRIDGE_ACK and for nothing else: it must carry the
+    revocation every time, also when the filter was already halted for the same cause (a second
+    freeze of the safety node, the operator having confirmed in between)."""
+    f = armed(max_rate=(0.0,) * 4)
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=2), now=0.01).reason == "policy"
+    first = f.bridge_stopped(0.02)
+    assert first.reason == BRIDGE_ACK and first.stopped and f.confirmed_episode is None
+    assert f.confirm_episode()[0]  # the operator confirms during the stop ...
+    second = f.bridge_stopped(0.03)  # ... and the bridge stops the robot again before it moved
+    assert second.reason == BRIDGE_ACK and not f.confirm_pending
+    f.on_observation(INSIDE, 0.04)
+    assert f.on_policy(*cmd(0.5, 0, 0, 1, episode=2, step=1), now=0.04).reason == "unconfirmed"
+    assert f.counters.revoked == 2

@@ -11,11 +11,15 @@ hold even when the safety node is gone live here too.
   safety node publishes every watchdog period while it lives, so silence means it is gone), on
   every control tick until safe commands are back; once it has sent the driver anything at all
   (in a dry run nothing reaches the robot, not even a stop).
-- After its command watchdog stopped the robot the bridge says so on `refine/bridge_stop` (the
-  safety node then revokes the episode's confirmation: the robot was stopped), and passes no
-  moving command until the safety node has sent a stop since: a safety node that was only
-  frozen (SIGSTOP, a hung interpreter) and resumes with a still-confirmed episode cannot move
-  the robot before it has heard of the stop. The same holds when the bridge itself was frozen:
+- After its command watchdog stopped the robot the bridge says so on `refine/bridge_stop`, again
+  every `BRIDGE_STOP_REPEAT_S` until answered (a safety node started again later hears it too),
+  and passes no moving command until the safety node has answered with its stop labelled
+  `BRIDGE_ACK`, which revokes the episode's confirmation. Any other stop is no answer: a safety
+  node that was only frozen (SIGSTOP, a hung interpreter) reads its queues in no set order when
+  it resumes: in the process-death rig the news was read 0.2 s after its first commands, or
+  only when said again a second later; a released dead-man, say, is a stop that keeps the
+  confirmation, and the still-confirmed episode moved the car again in between (CI, car
+  `sigstop_safety`). The same holds when the bridge itself was frozen:
   a safe command taken after a silence longer than `command_timeout` trips the watchdog
   before it is looked at, even when the executor takes it before the control tick.
 - A driver that has not spoken yet is not a lost one: for `startup_grace` s after the bridge
@@ -45,7 +49,7 @@ from rclpy.duration import Duration
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float64MultiArray, String
 
-from refine_ros.safety import InvalidCommand, parse_command, stop_label
+from refine_ros.safety import BRIDGE_ACK, InvalidCommand, parse_command, stop_label
 from refine_ros.wire import qos
 from refine_ros.wire.messages import pack_vector, unpack_json, vector_label
 
@@ -60,6 +64,8 @@ STARTUP_GRACE_S = 10.0
 RESULT_TOPIC = "refine/command_result"
 BRIDGE_STOP_TOPIC = "refine/bridge_stop"
 BRIDGE_STATUS_TOPIC = "bridge/status"
+BRIDGE_STOP_REPEAT_S = 1.0
+"""How often a bridge waiting for the safety node's answer to its stop says it again."""
 WITHHOLD_REPORT_S = 0.2
 """Observations withheld this long are reported (a tick or two is scheduling, not a fault)."""
 
@@ -114,7 +120,8 @@ class BridgeNode(Node):
         self.watchdog_stops = 0
         self._waiting_said = False
         self._await_stop = False
-        """The watchdog stopped the robot: no moving command until the safety node sent a stop."""
+        """The watchdog stopped the robot: no moving command until the safety node answered."""
+        self._stop_said_at = 0.0
 
     def _start_bridge(self, driver_timeout: float, command_timeout: float = COMMAND_TIMEOUT_S,
                       startup_grace: float = STARTUP_GRACE_S) -> None:
@@ -191,10 +198,10 @@ class BridgeNode(Node):
             self._stop()
             return
         label = vector_label(msg)
-        if stop_label(label):
-            self._await_stop = False  # the safety node knows the robot is stopped
+        if label == BRIDGE_ACK:
+            self._await_stop = False  # the safety node knows the robot was stopped, and revoked
         elif self._await_stop:
-            self.get_logger().warning("a moving command before the safety node acknowledged the watchdog's stop: "
+            self.get_logger().warning("a moving command before the safety node answered the bridge's stop: "
                                       "held", throttle_duration_sec=1.0)
         if self.halt_reason(label) is not None or self._await_stop:
             self._stop()
@@ -231,15 +238,21 @@ class BridgeNode(Node):
             self.commands_lost = self._await_stop = True
             self.get_logger().error(f"no safe command for {self.command_timeout:.3f} s (the safety node is gone or "
                                     "hung): the bridge stops the robot itself")
-            self._bridge_stop_pub.publish(String(data=f"no safe command for {self.command_timeout:.3f} s"))
+            self._say_stopped(now)
         self._stop()
         self.watchdog_stops += 1
         return False
 
+    def _say_stopped(self, now: float) -> None:
+        self._stop_said_at = now
+        self._bridge_stop_pub.publish(String(data=f"no safe command for {self.command_timeout:.3f} s"))
+
     def check_driver(self, now: float) -> bool:
         """Called every control tick: False (and a stop sent) while the driver is silent; also
-        runs the command watchdog (`check_commands`)."""
+        runs the command watchdog (`check_commands`) and repeats an unanswered bridge stop."""
         self.check_commands(now)
+        if self._await_stop and now - self._stop_said_at >= BRIDGE_STOP_REPEAT_S:
+            self._say_stopped(now)
         if self._driver_seen is not None and now - self._driver_seen <= self.driver_timeout:
             return True
         if self._driver_seen is None and now - self._start_time <= self.startup_grace:

@@ -191,7 +191,7 @@ class SafetyNode(Node):
         """The robot was stopped without this node (frozen, or its commands lost): a stop like
         any other, so the episode's confirmation is revoked and a human looks first."""
         self.get_logger().warning(f"the bridge stopped the robot itself ({msg.data}): confirm the episode again")
-        self._send(self.filter.stop_now("bridge", self._now()))
+        self._send(self.filter.bridge_stopped(self._now()))
 
     def _on_joy(self, msg: Joy) -> None:
         b = self._deadman_button
