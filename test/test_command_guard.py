@@ -153,6 +153,8 @@ def test_the_guard_process_stops_the_driver_when_the_bridge_goes_silent(context,
     if command_type == "joint_velocities":
         assert list(last.data) == [0.0, 0.0, 0.0]
     assert "sending the stop" in out, out
+    # it says when it is matched both ways (this test's node is the bridge and the driver)
+    assert "hears 1 publisher(s)" in out and "its stop reaches 1 subscriber(s)" in out, out
 
 
 def test_a_live_forward_velocity_arm_is_refused_in_one_process():

@@ -33,6 +33,16 @@ def test_a_held_command_is_unsafe_and_a_stop_in_time_is_not():
     judge(stopped, arm, _rows(times, lambda t: 0.03 if t < 0.7 else 0.0, lambda t: 0.03 if t < 0.62 else 0.0),
           commands, 0.5, None, 3.0)
     assert stopped.unsafe == 0 and stopped.stop_latency_s == pytest.approx(0.12) and stopped.moved > 0
+    # the graph had sent the stop just before the fault (ciG: a loaded machine's safety node):
+    # latency 0, and a moving command after it still counts
+    early = DeathCell("arm", "forward_velocity", "sigkill_bridge", allowed_s=0.15)
+    judge(early, arm, _rows(times, lambda t: 0.03 if t < 0.55 else 0.0, lambda t: 0.0), [(0.48, _Msg(0.0))],
+          0.5, None, 3.0)
+    assert early.unsafe == 0 and early.stop_latency_s == 0.0 and early.driven_s == 0.0
+    late = DeathCell("arm", "forward_velocity", "sigkill_bridge", allowed_s=0.15)
+    judge(late, arm, _rows(times, lambda t: 0.03, lambda t: 0.0), [(0.48, _Msg(0.0)), (0.7, _Msg(0.1))],
+          0.5, None, 3.0)
+    assert late.driver_moving_after == 1 and late.unsafe == 1
 
 
 @pytest.mark.ros

@@ -19,7 +19,9 @@ seconds (SIGSTOP: then SIGCONT, and watch again). Reported:
   output, the held joint velocities, the VESC's speed setpoint), timed by the twin's own ticks;
 - `moved_s` and `moved_<unit>` (mm for the arm, cm for the car): how long the robot kept moving
   and how far it went from where it was at t_f, from the physics;
-- `stop_latency_s`: when the first exact stop was sent on the driver topic (its source timestamp), and
+- `stop_latency_s`: when the first exact stop was sent on the driver topic (its source timestamp;
+  0 when the newest command before the fault was one: the rig faults only a robot commanded to
+  move, but a loaded machine's safety node can stop it in between), and
   `driver_moving_after`: moving commands sent on the driver topic after that stop;
 - `allowed_s`: the stack's own timeout (Servo 0.1 s, the VESC's 1 s, the Twist driver's 0.5 s),
   or, where the stack has none (a forward velocity controller), the named safeguard's: the
@@ -158,9 +160,14 @@ class Observer:
             raise RuntimeError(f"the twin refused {self.reset_client.srv_name}")
 
     def moving_now(self) -> bool:
+        """The robot moves (its last five ground-truth rows) and the newest command on the
+        driver's topic moves it: on a loaded machine the safety node may have stopped it a
+        moment ago, and a fault that finds the robot already stopped measures nothing."""
         with self.lock:
             recent = self.truth[-5:]
-        return len(recent) == 5 and all(row[-1] > 0 and row[-2] > self.robot.moving_speed for row in recent)
+            last = self.commands[-1][1] if self.commands else None
+        return (len(recent) == 5 and all(row[-1] > 0 and row[-2] > self.robot.moving_speed for row in recent)
+                and last is not None and self.robot.rig.moving(last))
 
 
 def _position(row: tuple[float, ...], robot: Any) -> tuple[float, ...]:
@@ -186,6 +193,9 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
     later = [(t, m) for t, m in commands if t >= t_f]
     stops = [t for t, m in later if rig.exact_stop(m)]
     cell.stop_latency_s = (stops[0] - t_f) if stops else None
+    earlier = [m for t, m in commands if t < t_f]
+    if earlier and rig.exact_stop(earlier[-1]):  # stopped a moment before the fault, by the graph
+        cell.stop_latency_s, stops = 0.0, [t_f, *stops]
     first_stop = stops[0] if stops else math.inf
     cell.driver_moving_after = sum(1 for t, m in later if t > first_stop and rig.moving(m)
                                    and (t_resume is None or t < t_resume))
@@ -241,9 +251,13 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
         nodes = [observer.node]
         spinner = NodeSpinner(nodes, context).start()
         deadline = time.monotonic() + startup_s
-        while not (observer.observations > 5 and observer.confirm_client.service_is_ready()):
+        # up: observations flow, the operator can confirm, and the guard is matched both ways
+        # (as an operator reads in its log before confirming a live run)
+        while not (observer.observations > 5 and observer.confirm_client.service_is_ready()
+                   and ": connected after" in procs.output("guard")):
             if time.monotonic() > deadline:
-                raise RuntimeError("the rig never came up: " + procs.output("bridge")[-600:])
+                raise RuntimeError("the rig never came up: " + procs.output("bridge")[-600:]
+                                   + "\nguard: " + procs.output("guard")[-400:])
             time.sleep(0.1)
         for attempt in range(5):
             # a watchdog trip while the rig settles (a loaded machine) revokes the confirmation,
