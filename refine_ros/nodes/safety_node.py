@@ -188,8 +188,10 @@ class SafetyNode(Node):
         self.filter.on_observation(observation.values, self._now())
 
     def _on_bridge_stop(self, msg: String) -> None:
-        """The robot was stopped without this node (frozen, or its commands lost): a stop like
-        any other, so the episode's confirmation is revoked and a human looks first."""
+        """The robot was stopped without this node (frozen, or its commands lost): the episode's
+        confirmation is revoked, so a human looks first, and the stop goes out labelled
+        `BRIDGE_ACK`, the only answer the bridge waits for before it passes motion again (the
+        bridge says it again every second until then)."""
         self.get_logger().warning(f"the bridge stopped the robot itself ({msg.data}): confirm the episode again")
         self._send(self.filter.bridge_stopped(self._now()))
 
