@@ -33,6 +33,7 @@ moving command after the stop; motion again after SIGCONT without a new confirma
 from __future__ import annotations
 
 import math
+import re
 import signal
 import tempfile
 import threading
@@ -113,6 +114,7 @@ class Observer:
         self.observations = 0
         self.status: dict[str, str] = {}
         kind, topic = robot.rig.command_topic(bridge)
+        self.command_topic = topic
         node.create_subscription(kind, topic, self._on_command, qos.LOG)
         node.create_subscription(Float64MultiArray, f"/{robot.twin}/ground_truth", self._on_truth, qos.LOG)
         node.create_subscription(step_type(), "refine/observation", self._on_observation, qos.LOG)
@@ -148,6 +150,17 @@ class Observer:
     def _on_status(self, msg) -> None:
         if msg.status:
             self.status = {kv.key: kv.value for kv in msg.status[0].values}
+
+    def guard_reaches_all(self, guard_log: str) -> bool:
+        """The guard's newest match line shows the bridge heard and as many subscribers reached
+        as the graph shows besides the guard's own (at least the driver and this observer)."""
+        said = re.findall(r": (?:connected after [0-9.]+ s|matches changed): hears (\d+) publisher\(s\) "
+                          r"of \S+, its stop reaches (\d+) subscriber", guard_log)
+        if not said:
+            return False
+        hears, reaches = (int(x) for x in said[-1])
+        others = self.node.count_subscribers(self.command_topic) - 1
+        return hears >= 1 and reaches >= max(2, others)
 
     def confirm(self) -> bool:
         return bool(call_service(self.confirm_client, self.Trigger.Request()).success)
@@ -251,10 +264,11 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
         nodes = [observer.node]
         spinner = NodeSpinner(nodes, context).start()
         deadline = time.monotonic() + startup_s
-        # up: observations flow, the operator can confirm, and the guard is matched both ways
-        # (as an operator reads in its log before confirming a live run)
+        # up: observations flow, the operator can confirm, and the guard hears the bridge and
+        # reaches every other subscriber the graph shows (the driver, this observer), as its
+        # log says: an operator reads that before confirming a live run
         while not (observer.observations > 5 and observer.confirm_client.service_is_ready()
-                   and ": connected after" in procs.output("guard")):
+                   and observer.guard_reaches_all(procs.output("guard"))):
             if time.monotonic() > deadline:
                 raise RuntimeError("the rig never came up: " + procs.output("bridge")[-600:]
                                    + "\nguard: " + procs.output("guard")[-400:])

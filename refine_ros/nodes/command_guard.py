@@ -81,7 +81,7 @@ class CommandGuard(Node):
         self._pub = self.create_publisher(self.msg_type, self.topic, qos.COMMAND)
         self._sub = self.create_subscription(self.msg_type, self.topic, self._on_command, qos.COMMAND)
         self._started = self._now()
-        self._connected = False
+        self._matched: tuple[int, int] | None = None
         self.create_timer(float(p["period"]), self._tick)
         self.get_logger().info(f"guarding {self.topic} ({self.command_type}): the stop after "
                                f"{self.guard.timeout:g} s of silence following a moving command")
@@ -95,18 +95,21 @@ class CommandGuard(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _say_when_connected(self) -> None:
-        """Log once when the guard both hears another publisher of the topic (the bridge) and
-        reaches another subscriber (the driver), counting DDS matches, not the graph: a
-        participant can be in the graph before its endpoints match, and over UDP only that
-        took seconds now and then (the guard's own reader and writer match each other, hence
-        the -1). Until then it protects nothing, and an operator (or a test rig) can wait."""
-        hears = self._sub.get_publisher_count() - 1
-        reaches = self._pub.get_subscription_count() - 1
-        if hears > 0 and reaches > 0:
-            self._connected = True
-            self.get_logger().info(f"connected after {self._now() - self._started:.2f} s: hears {hears} "
-                                   f"publisher(s) of {self.topic}, its stop reaches {reaches} subscriber(s)")
+    def _say_matches(self) -> None:
+        """Log when the guard first both hears another publisher of the topic (the bridge) and
+        reaches another subscriber (the driver), and every change after: DDS matches, not the
+        graph, since a participant can be in the graph before its endpoints match, and over
+        UDP only that took seconds now and then (the guard's own reader and writer match each
+        other, hence the -1). Until then it protects nothing; an operator (or a test rig) can
+        wait for the line."""
+        matched = (self._sub.get_publisher_count() - 1, self._pub.get_subscription_count() - 1)
+        if matched == self._matched or (self._matched is None and min(matched) <= 0):
+            return
+        said = (f"connected after {self._now() - self._started:.2f} s" if self._matched is None
+                else "matches changed")
+        self._matched = matched
+        self.get_logger().info(f"{said}: hears {matched[0]} publisher(s) of {self.topic}, "
+                               f"its stop reaches {matched[1]} subscriber(s)")
 
     def _on_command(self, msg: Any) -> None:
         if not self._heard:  # a guard that never hears the bridge protects nothing: say when it does
@@ -120,8 +123,7 @@ class CommandGuard(Node):
         self.guard.heard(moving(self.command_type, motion_fields(self.command_type, msg)), self._now())
 
     def _tick(self) -> None:
-        if not self._connected:
-            self._say_when_connected()
+        self._say_matches()
         trips = self.guard.trips
         if not self.guard.tick(self._now()):
             return
