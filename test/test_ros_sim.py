@@ -259,7 +259,7 @@ def test_every_registered_task_runs_in_lockstep_with_its_scene(ros, name):
         assert h.reset().success
         assert h.wait(h.episode_done, 30.0), "episode did not finish"
         count = lambda t: sum(1 for topic, _ in h.got["typed"] if topic == t)  # noqa: E731
-        h.wait(lambda: all(count(t) >= 9 for t in h.typed_topics) and h.got["markers"]
+        h.wait(lambda: all(count(t) >= 9 for t in h.typed_topics) and h.got["markers"] and len(h.got["obs"]) >= 9
                and any(e["event"] == "end" for e in h.got["events"]), 3.0)  # topics arrive in no set order
         assert [v.step for v in h.got["obs"]] == list(range(9))
         assert all(len(v.values) == len(task.spec.observation_columns) for v in h.got["obs"])
