@@ -77,7 +77,6 @@ class CommandGuard(Node):
         self.topic = str(p["command_topic"]) or STANDARD_TOPICS[self.command_type]
         self.guard = Guard(float(p["timeout"]), int(p["repeats"]), float(p["hold"]))
         self._frame, self._joints = "", 0
-        self._heard = False
         self._pub = self.create_publisher(self.msg_type, self.topic, qos.COMMAND)
         self._sub = self.create_subscription(self.msg_type, self.topic, self._on_command, qos.COMMAND)
         self._started = self._now()
@@ -112,10 +111,6 @@ class CommandGuard(Node):
                                f"its stop reaches {matched[1]} subscriber(s)")
 
     def _on_command(self, msg: Any) -> None:
-        if not self._heard:  # a guard that never hears the bridge protects nothing: say when it does
-            self._heard = True
-            self.get_logger().info(f"the first command on {self.topic} is here "
-                                   f"({self.count_publishers(self.topic) - 1} other publisher(s))")
         if self.command_type == "twist_stamped":
             self._frame = msg.header.frame_id
         elif self.command_type == "joint_velocities":
