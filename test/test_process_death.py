@@ -22,6 +22,32 @@ def _rows(times, speed, commanded):
     return [(t, t, 0.45 + 0.03 * t, 0.0, 0.2, speed(t), commanded(t)) for t in times]
 
 
+def test_a_process_that_will_not_stop_leaves_its_python_and_c_stacks_in_its_log(tmp_path):
+    """A rig's node that ignores the stop for its whole grace period is killed, and its log says
+    where it waited, below Python too (gdb): the next hang in rcl or the DDS library names itself."""
+    import os
+    import shutil
+    import time
+
+    from refine_ros.bench.faults import Processes
+
+    procs = Processes(dict(os.environ), tmp_path)
+    procs.start("stuck", ["-c", "import faulthandler, signal, time; faulthandler.register(signal.SIGUSR1, "
+                                "all_threads=True); signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                                "print('up', flush=True); time.sleep(120)"])
+    deadline = time.monotonic() + 30
+    while "up" not in procs.output("stuck") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    procs.signal("stuck", __import__("signal").SIGINT)
+    assert procs.wait("stuck", timeout=1.0) == -9
+    log = procs.output("stuck")
+    assert 'File "<string>", line 1' in log, log
+    if shutil.which("gdb") is None:
+        assert "no gdb here" in log
+    else:
+        assert "C stacks (gdb):" in log and "clock_nanosleep" in log, log[-3000:]
+
+
 def test_a_held_command_is_unsafe_and_a_stop_in_time_is_not():
     arm = get_robot("arm")
     times = [i * 0.02 for i in range(150)]

@@ -87,6 +87,22 @@ def node_command(name: str) -> list[str]:
     return ["-m", NODES[name].module]
 
 
+def native_stacks(pid: int) -> str:
+    """Every thread's C stack of a hung process, when gdb is installed: a node seen once hanging
+    in rcl's node destruction for 20 s, where Python's own dump ends."""
+    import shutil
+
+    if shutil.which("gdb") is None:
+        return "(no gdb here: the C stacks are not shown)\n"
+    try:
+        done = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 15"],
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "(gdb did not answer in 60 s)\n"
+    threads = done.stdout[done.stdout.find("\nThread "):]  # past gdb's own notices
+    return "C stacks (gdb):" + threads[-20000:] + "\n"
+
+
 # ---- processes ----------------------------------------------------------------------------------
 @dataclass
 class Processes:
@@ -124,6 +140,8 @@ class Processes:
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGUSR1)  # its threads' stacks into its log: where it hung
             time.sleep(1.0)
+            with self.logs[name].open("a") as log:  # and below Python (rcl, the DDS library)
+                log.write(native_stacks(proc.pid))
             proc.kill()
             return proc.wait()
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from refine_ros.bench.faults import Processes, node_command, profile_parameters
+from refine_ros.bench.faults import Processes, native_stacks, node_command, profile_parameters
 from refine_ros.bringup.spin import call_service
 from refine_ros.robots.registry import get_robot, robot_names
 
@@ -194,7 +194,7 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
     """The cell's figures and verdict from what was recorded (times on this process's clock)."""
     after = [row for row in truth if t_f <= row[0] <= (t_resume if t_resume is not None else t_end)]
     if not after:
-        cell.error = "no ground truth from the twin after the fault"
+        cell.error = NO_TRUTH_AFTER_FAULT
         return
     driven = [row[0] for row in after if row[-1] > 1e-9]
     cell.driven_s = (max(driven) - t_f) if driven else 0.0
@@ -226,6 +226,33 @@ def judge(cell: DeathCell, robot: Any, truth: list[tuple[float, ...]], commands:
         if again:
             cell.unsafe += 1
             cell.reasons.append("the robot was driven again after SIGCONT without a new confirmation")
+
+
+NO_TRUTH_AFTER_FAULT = "no ground truth from the twin after the fault"
+
+
+def _silence_evidence(procs: Processes, workdir: Path, truth: list, commands: list, observer: Any,
+                      t_f: float) -> str:
+    """Where the twin's rows stopped, when they did: seen once in a fresh-clone run (the car's
+    bridge SIGKILLed, then not one row in the 3 s watched), the cause not known. Either the twin
+    stopped ticking (its stacks, dumped now into twin.log, show where it waits) or this
+    process stopped hearing it (its own stacks, and whether other topics still arrived)."""
+    import faulthandler
+
+    with (workdir / "observer_stacks.txt").open("w") as out:
+        faulthandler.dump_traceback(out, all_threads=True)
+    procs.signal("twin", signal.SIGUSR1)
+    time.sleep(1.0)
+    c_stacks = native_stacks(procs.running["twin"].pid)
+    (workdir / "twin_c_stacks.txt").write_text(c_stacks)
+    last = f"{truth[-1][0] - t_f:+.3f} s" if truth else "never"
+    heard = sum(1 for t, _ in commands if t >= t_f)
+    # the tails in the message too: a CI run keeps its output, not its temporary folders
+    return (f"; last row ticked at {last} from the fault, {len(truth)} rows in all; "
+            f"{heard} command(s) heard on the driver's topic after it, {observer.observations} observations "
+            f"in all; stacks in {workdir}: twin.log, twin_c_stacks.txt, observer_stacks.txt\n"
+            f"twin.log: {procs.output('twin')[-1500:]}\ntwin's main thread: {c_stacks[c_stacks.rfind('Thread 1 '):]}\n"
+            f"this process: {(workdir / 'observer_stacks.txt').read_text()[-2500:]}")
 
 
 def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], workdir: Path, *,
@@ -306,6 +333,8 @@ def run_cell(robot_name: str, path_name: str, fault: str, env: dict[str, str], w
             truth, commands = list(observer.truth), list(observer.commands)
             cell.truth_lag_s = observer.truth_lag_s
         judge(cell, robot, truth, commands, t_f, t_resume, t_end)
+        if cell.error == NO_TRUTH_AFTER_FAULT and workdir is not None:
+            cell.error += _silence_evidence(procs, workdir, truth, commands, observer, t_f)
         if cell.unsafe and workdir is not None:  # what happened, for whoever looks into it
             rows = [(round(r[0] - t_f, 3), *[round(x, 4) for x in r[2:]]) for r in truth if r[0] >= t_f - 0.2]
             sent = [(round(t - t_f, 3), robot.rig.motion(m)) for t, m in commands if t >= t_f - 0.2]
