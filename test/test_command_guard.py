@@ -169,3 +169,60 @@ def test_a_live_forward_velocity_arm_is_refused_in_one_process():
     assert why is not None and "--processes" in why and "holds its last command" in why
     assert guard_needs_its_own_process(plan_profile("arm_real", UpOptions(live=False, sets=velocity))) is None
     assert guard_needs_its_own_process(plan_profile("arm_real", UpOptions(live=True))) is None
+
+
+@pytest.mark.ros
+def test_the_guard_over_udp_matches_a_shared_memory_node_started_after_it_within_a_second():
+    """The guard runs over UDP only; a node on shared memory (this process, with the packaged
+    profile) that starts after it is matched at the node's next discovery announcement. Fast
+    DDS's default period is 3 s, and the guard matched the bridge or the driver up to 3.06 s
+    late (8 of 14 car rigs over 1 s), a window where a dead bridge goes unguarded; the profile's
+    0.5 s (config/fastdds.xml) bounds it. Three new participants, one after another, each a
+    bridge and a driver on the guarded topic."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from std_msgs.msg import Float64MultiArray
+
+    from refine_ros.bench import ros_env
+    from refine_ros.wire import qos
+
+    topic = "/guard_match_test/commands"
+    guard = subprocess.Popen([str(Path(sys.executable).parent / "command_guard"), "--ros-args",
+                              "-p", "command_type:=joint_velocities", "-p", f"command_topic:={topic}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ros_env())
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in guard.stdout],
+                              daemon=True)
+    reader.start()
+
+    def wait_line(text: str, since: float, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and guard.poll() is None:
+            for t, line in list(lines):
+                if t >= since and text in line:
+                    return t
+            time.sleep(0.01)
+        return None
+
+    delays = []
+    try:
+        assert wait_line("guarding", 0.0, 60.0) is not None, "".join(line for _, line in lines)
+        time.sleep(1.0)  # past the guard's first announcements, as the graph's later nodes are
+        for _ in range(3):
+            started = time.monotonic()
+            context = Context()
+            rclpy.init(context=context)
+            node = Node("late_bridge_and_driver", context=context)
+            node.create_publisher(Float64MultiArray, topic, qos.COMMAND)
+            node.create_subscription(Float64MultiArray, topic, lambda _msg: None, qos.COMMAND)
+            matched = wait_line("hears 1 publisher(s) of " + topic + ", its stop reaches 1 subscriber(s)", started, 10.0)
+            node.destroy_node()
+            rclpy.try_shutdown(context=context)
+            assert matched is not None, "".join(line for _, line in lines)
+            delays.append(matched - started)
+            assert wait_line("hears 0 publisher(s)", matched, 30.0) is not None, "the guard saw it go"
+    finally:
+        guard.send_signal(2)
+        guard.wait(timeout=20)
+    assert max(delays) < 1.5, f"matched {[round(d, 2) for d in delays]} s after the node started"
