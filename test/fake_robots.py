@@ -54,6 +54,19 @@ class FakeArmDriver(Node):
         self.create_subscription(JointState, "/joint_states", self._on_joints, qos.SENSOR)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
         self.confirm = self.create_client(Trigger, "safety/confirm_episode")
+        self.safety: dict[str, str] = {}
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.create_subscription(DiagnosticArray, "safety/status", self._on_safety, qos.STATE)
+
+    def _on_safety(self, msg) -> None:
+        for status in msg.status:
+            self.safety = {kv.key: kv.value for kv in status.values}
+
+    def confirmation_held(self) -> bool:
+        """The safety node holds a confirmation (given, or in use by a running episode), by its
+        latest status: pressing confirm again now would confirm the episode after."""
+        return self.safety.get("confirmed_episode", "None") != "None" or self.safety.get("confirm_pending") == "True"
 
     def _on_tf(self, msg) -> None:
         with self.lock:
