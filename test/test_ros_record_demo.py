@@ -394,10 +394,13 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
         if proc.poll() is None:  # Ctrl-C: refine up stops every node process it started
             proc.send_signal(signal.SIGINT)
             try:
-                proc.communicate(timeout=30)
+                out, _ = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.communicate()
+                out, _ = proc.communicate()
+            # pytest shows it under the failure: seen once (ciL), the next take refused for want of
+            # observations, and only the nodes' own lines can say which of them went quiet
+            print("refine up's output:\n" + out[-8000:])
         graph.close()
 
     with RunDatabase(run_dir) as db:
