@@ -245,13 +245,14 @@ def _silence_evidence(procs: Processes, workdir: Path, truth: list, commands: li
     time.sleep(1.0)
     c_stacks = native_stacks(procs.running["twin"].pid)
     (workdir / "twin_c_stacks.txt").write_text(c_stacks)
+    main_thread = c_stacks[c_stacks.rfind("Thread 1 "):] if "Thread 1 " in c_stacks else c_stacks
     last = f"{truth[-1][0] - t_f:+.3f} s" if truth else "never"
     heard = sum(1 for t, _ in commands if t >= t_f)
     # the tails in the message too: a CI run keeps its output, not its temporary folders
     return (f"; last row ticked at {last} from the fault, {len(truth)} rows in all; "
             f"{heard} command(s) heard on the driver's topic after it, {observer.observations} observations "
             f"in all; stacks in {workdir}: twin.log, twin_c_stacks.txt, observer_stacks.txt\n"
-            f"twin.log: {procs.output('twin')[-1500:]}\ntwin's main thread: {c_stacks[c_stacks.rfind('Thread 1 '):]}\n"
+            f"twin.log: {procs.output('twin')[-1500:]}\ntwin's main thread: {main_thread}\n"
             f"this process: {(workdir / 'observer_stacks.txt').read_text()[-2500:]}")
 
 
