@@ -27,6 +27,7 @@ def test_a_process_that_will_not_stop_leaves_its_python_and_c_stacks_in_its_log(
     where it waited, below Python too (gdb): the next hang in rcl or the DDS library names itself."""
     import os
     import shutil
+    import signal
     import time
 
     from refine_ros.bench.faults import Processes
@@ -38,7 +39,7 @@ def test_a_process_that_will_not_stop_leaves_its_python_and_c_stacks_in_its_log(
     deadline = time.monotonic() + 30
     while "up" not in procs.output("stuck") and time.monotonic() < deadline:
         time.sleep(0.05)
-    procs.signal("stuck", __import__("signal").SIGINT)
+    procs.signal("stuck", signal.SIGINT)
     assert procs.wait("stuck", timeout=1.0) == -9
     log = procs.output("stuck")
     assert 'File "<string>", line 1' in log, log
