@@ -90,9 +90,9 @@ slow"`) leaves them out. `make test-fast` runs without a usable DDS domain, so a
 a graph without the mark fails there instead of slowing the fast loop down unseen."""
 
 LONG_MODULES = (
-    "test_loop.py", "test_llm_replay.py", "test_bench.py", "test_experiment_ray.py", "test_robot_plugins.py",
-    "test_ros_nodes_lifecycle.py", "test_experiment_from_run.py", "test_ros_record_demo.py",
-    "test_sandbox_fit.py", "test_ros_twin_replay.py", "test_ros_demo.py", "test_ros_logger.py",
+    "test_loop.py", "test_ros_demo.py", "test_llm_replay.py", "test_ros_nodes_lifecycle.py",
+    "test_experiment_from_run.py", "test_experiment_ray.py", "test_robot_plugins.py", "test_ros_record_demo.py",
+    "test_sandbox_fit.py", "test_ros_logger.py",
     "test_ros_rl.py", "test_run_procedure.py", "test_ros_multiprocess.py", "test_ros_twin_operator.py",
     "test_experiment.py", "test_offline_analyst.py", "test_ros_interfaces.py", "test_ros_roundtrip.py",
 )

@@ -159,7 +159,7 @@ def _wait_for_committed_round(db_file, n, timeout=300):
 def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "refine_core.cli", "run", "--task", "door_open", "--run", str(run_dir),
-           "--max-rounds", "3", "--eval-episodes", "1", "--quiet"]
+           "--max-rounds", "3", "--eval-episodes", "1", "--max-steps", "150", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert _wait_for_committed_round(run_dir / "run.db", 1), "first round never committed"

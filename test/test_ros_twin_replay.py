@@ -36,6 +36,9 @@ programs fitted and run are the recorded ones at any length; what is checked is 
 are, live, with the twin's ground truth beside each episode."""
 
 
+# a whole graph live on the twin, more than a core of its own (ciP: 119 s of CPU in 97 s): beside
+# another live graph's wall-clock budget it is the load that budget was not measured under
+@pytest.mark.alone
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(1500)

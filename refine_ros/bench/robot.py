@@ -262,6 +262,8 @@ def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: floa
             f"{key}driver_commands": seen["twists"],
             f"{key}halted_steps": halted,
             f"{key}driver_ticks_over_50_ms": sum(g > 0.05 for g in driver_gaps),
+            # ticks of the safety node's watchdog more than two periods late: the host held it up
+            f"{key}safety_late_ticks": (status[-1][3] - status[0][3]) if status else -1,
             f"{key}outcome": outcome,
             f"{key}seconds": round(seconds, 1),
             f"{key}exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},
