@@ -54,3 +54,17 @@ def test_a_failing_section_is_reported_as_an_error_and_the_others_still_run(monk
     monkeypatch.setattr(bench, "_benchmarks", lambda: [("analysis", broken), ("ok", lambda quick: {"ok_quick": quick})])
     results = bench.run_all(quick=True)
     assert results == {"analysis_error": "ModuleNotFoundError: No module named 'refine_core.stages'", "ok_quick": True}
+
+
+def test_the_live_bench_counts_the_host_holding_the_loop_up_inside_episodes_only():
+    """What the live arm graph's test judges skipped steps by: late watchdog ticks and driver
+    stalls of start-up (imports, fits) are not the episodes' and do not count."""
+    from refine_ros.bench.robot import _held_up_inside_episodes
+
+    actions = [(10.0, 0, 0), (11.0, 0, 50), (20.0, 1, 0), (21.0, 1, 50)]  # (time, episode, step)
+    # (time, watchdog trips, confirmation pending, late ticks so far): 5 late during start-up,
+    # one counted between episode 0's first and last status, none in episode 1
+    status = [(1.0, 0, False, 0), (9.0, 0, False, 5), (10.5, 0, False, 6), (11.0, 0, False, 7),
+              (20.0, 0, False, 7), (21.0, 0, False, 7)]
+    ticks = [0.0, 5.0, 10.0, 10.02, 10.2, 10.22, 20.0, 20.02, 20.04]  # a 4.98 s stall before, one 0.18 s inside
+    assert _held_up_inside_episodes(actions, status, ticks) == (1, 1)

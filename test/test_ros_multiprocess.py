@@ -140,10 +140,10 @@ def test_the_live_arm_graph_under_load_loses_nothing(tmp_path):
     # command, never on a backlog). That happens only when the machine holds a process of the
     # loop up (0 on a quiet machine; 1-12 of 200 with two experiments running beside the test;
     # 23 in a fresh-clone run beside two busy loops, ciO), so the test bounds it instead of
-    # asking for none, one in ten while neither the safety node's watchdog nor the fake
-    # drivers were held up, a quarter where they were; the row itself is never lost.
+    # asking for none: one in ten where, while the episodes ran, neither the safety node's
+    # watchdog ticked late nor the fake drivers stalled over 50 ms, a quarter where they did
+    # (the host held the loop up); the row itself is never lost.
     skipped = result["ros_arm_real_steps_without_safe_command"]
-    held_up = result["ros_arm_real_safety_late_ticks"] > 0 or result["ros_arm_real_driver_ticks_over_50_ms"] > 0
-    assert skipped <= (0.25 if held_up else 0.1) * result["ros_arm_real_rows"], \
-        (skipped, result["ros_arm_real_safety_late_ticks"], result["ros_arm_real_driver_ticks_over_50_ms"],
-         result["ros_arm_real_steps_without_safe_command_first"])
+    late, stalls = result["ros_arm_real_safety_late_ticks_in_episodes"], result["ros_arm_real_driver_stalls_in_episodes"]
+    assert skipped <= (0.25 if late or stalls else 0.1) * result["ros_arm_real_rows"], \
+        (skipped, late, stalls, result["ros_arm_real_steps_without_safe_command_first"])

@@ -140,6 +140,24 @@ def _trips_inside_episodes(actions: list[tuple[float, int, int]],
     return trips, where
 
 
+def _held_up_inside_episodes(actions: list[tuple[float, int, int]], status: list[tuple[float, int, bool, int]],
+                             ticks: list[float]) -> tuple[int, int]:
+    """How often the host held the loop up while episodes ran (start-up, where imports and fits
+    load the machine, left out): the safety node's watchdog ticks more than two periods late
+    (its own count), and the fake drivers' gaps over 50 ms."""
+    windows: dict[int, list[float]] = {}
+    for t, episode, _step in actions:
+        windows.setdefault(episode, []).append(t)
+    late = stalls = 0
+    for times in windows.values():
+        start, end = times[0], times[-1]
+        counts = [k for t, _n, _p, k in status if start <= t <= end]
+        late += (counts[-1] - counts[0]) if counts else 0
+        inside = [t for t in ticks if start <= t <= end]
+        stalls += sum(b - a > 0.05 for a, b in zip(inside, inside[1:], strict=False))
+    return late, stalls
+
+
 def run_operator(out: Path, robot: str) -> None:
     """The operator and the watch, in a process of their own (light: no torch, so no long
     garbage collection holds up what it sees). Runs until SIGINT, then writes what it saw to
@@ -231,6 +249,7 @@ def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: floa
             near = [b - a for a, b in zip(ticks, ticks[1:], strict=False) if t - 0.3 <= b <= t]
             trip["longest_driver_gap_ms"] = round(max(near, default=float("nan")) * 1000, 1)
         driver_gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+        held_up = _held_up_inside_episodes(actions, status, ticks)
         with RunDatabase(run_dir, create=False) as db:
             run_id = db.latest_run()["id"]
             rows = db.load_steps(run_id, 0)
@@ -262,8 +281,9 @@ def bench_live(robot: str, episodes: int = 10, steps: int = 500, timeout_s: floa
             f"{key}driver_commands": seen["twists"],
             f"{key}halted_steps": halted,
             f"{key}driver_ticks_over_50_ms": sum(g > 0.05 for g in driver_gaps),
-            # ticks of the safety node's watchdog more than two periods late: the host held it up
-            f"{key}safety_late_ticks": (status[-1][3] - status[0][3]) if status else -1,
+            # the host holding the loop up inside the episodes (`_held_up_inside_episodes`)
+            f"{key}safety_late_ticks_in_episodes": held_up[0],
+            f"{key}driver_stalls_in_episodes": held_up[1],
             f"{key}outcome": outcome,
             f"{key}seconds": round(seconds, 1),
             f"{key}exits": {r.name: [r.returncode, round(r.seconds, 2)] for r in reports},

@@ -41,6 +41,7 @@ def _compiled_scene(path: str):
         return mujoco.MjModel.from_xml_path(path)
 
 
+@cache
 def _door_env_class():
     """Meta-World's door env with its model copied from the per-process compiled one (a copy is
     the same model, so episodes are bit for bit those of a freshly compiled one; each env owns
@@ -57,9 +58,6 @@ def _door_env_class():
             return model, mujoco.MjData(model)
 
     return CompiledOnceDoor
-
-
-_door_env_class = cache(_door_env_class)
 
 
 def gripper_effort(command: float) -> float:
