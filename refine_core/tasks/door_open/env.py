@@ -11,7 +11,6 @@ and a gripper command in [0, 1] where 1 opens. The full contract is the docstrin
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -28,17 +27,13 @@ HANDLE = slice(4, 7)
 TARGET = slice(36, 39)
 
 
-_COMPILE_LOCK = threading.Lock()
-
-
 @cache
 def _compiled_scene(path: str):
     """The scene's model, compiled once per process: compiling the XML is 0.1 s, most of what
     building an env costs, and an experiment builds one env per episode job (78 in a smoke run)."""
     import mujoco
 
-    with _COMPILE_LOCK:
-        return mujoco.MjModel.from_xml_path(path)
+    return mujoco.MjModel.from_xml_path(path)
 
 
 @cache
