@@ -296,7 +296,10 @@ def rl_updates_figure(updates: pd.DataFrame, title: str, metric_name: str = "met
         ax.grid(alpha=0.3)
         ax.set_xlabel("update")
     fig.suptitle(title)
-    fig.tight_layout()
+    # fixed margins wide enough for the twin axes' labels: a tight layout measures every tick
+    # label first, which made this figure cost 0.8 s of CPU to draw and save instead of 0.5
+    # (an experiment draws one per RL condition)
+    fig.subplots_adjust(left=0.05, right=0.95, bottom=0.08, top=0.88, wspace=0.5, hspace=0.42)
     return fig
 
 

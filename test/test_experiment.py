@@ -224,3 +224,23 @@ def test_an_earlier_row_is_reused_only_with_the_same_program_settings_and_il_row
     job = reuse.reused_job(earlier, "refined_rl_low", {"il": 1})
     assert job["rl"]["curve"][0]["return_mean"] == 1.0 and job["reused_from"].endswith("refined_rl_low")
     assert [r["metric"] for r in reuse.reused_episodes(earlier, "refined_rl_low")] == [800.0, 700.0]
+
+
+def test_one_pool_keeps_its_workers_for_every_map_and_the_order_of_the_jobs():
+    """An experiment maps jobs four times; a spawned worker imports torch and the simulators,
+    so its pool keeps the same workers for all of them (a pool per map spawned new ones)."""
+    import os
+
+    from refine_core.experiment.pool import JobPool
+
+    with JobPool(workers=2) as pool:
+        maps = [pool.map(_pid_and, [(i,) for i in range(6)], progress=False) for _ in range(3)]
+    assert all([value for _pid, value in done] == list(range(6)) for done in maps), "submission order"
+    workers = {pid for done in maps for pid, _value in done}
+    assert len(workers) <= 2 and os.getpid() not in workers, workers
+
+
+def _pid_and(value: int) -> tuple[int, int]:
+    import os
+
+    return os.getpid(), value

@@ -410,7 +410,7 @@ def plot_rl_updates(conds: list[Condition], trained: list[dict], spec, out: Path
             continue
         path = out / f"rl_updates_{cond.name}.png"
         fig = rl_updates_figure(pd.DataFrame(curve), f"{spec.name}: {cond.label}", spec.metric.name)
-        fig.savefig(path, dpi=100, bbox_inches="tight")
+        fig.savefig(path, dpi=100)  # laid out by the figure itself (fixed margins)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -29,7 +29,7 @@ import pandas as pd
 from refine_core.experiment import outputs
 from refine_core.experiment.conditions import Condition, Program, conditions
 from refine_core.experiment.jobs import eval_job, pack_demo, train_job
-from refine_core.experiment.pool import map_jobs
+from refine_core.experiment.pool import JobPool
 from refine_core.learn.rl import PRESETS, RLConfig
 from refine_core.tasks.base import Task
 from refine_core.tasks.spec import DESCRIPTION_VARIANTS
@@ -167,36 +167,37 @@ def run_experiment(opts: ExperimentOptions) -> Path:
     plans = sorted({(c.program, c.rl_resets, c.preset) for c in conds},
                    key=lambda k: (order.index(k[0]), k[1], k[2]))
     configs = {plan: rl_config(by_key[plan[0]], plan[1], opts, plan[2], task.spec.rl_settings) for plan in plans}
-    workers = opts.workers or os.cpu_count() or 1
-    seeds = evaluation_seeds(task, opts.seeds)
-    il_plans = [plan for plan in plans if plan[1] == 0]
-    done = dict(zip(il_plans, train_plans(spec.name, il_plans, configs, by_key, demo_npz, opts, workers), strict=True))
-    il_rows = evaluate([done[plan]["bundle"] for plan in il_plans], seeds, spec, opts, workers)
-    il_episodes = {plan[0]: pd.DataFrame(rows) for plan, rows in zip(il_plans, il_rows, strict=True)}
-    episodes_of = {plan: rows for plan, rows in zip(il_plans, il_rows, strict=True)}
-    rl_plans = [plan for plan in plans if plan[1] > 0]
-    if opts.reuse is not None:
-        from refine_core.experiment import reuse
+    #    Steps 2 and 3 share one pool of workers (or one Ray instance): each worker's imports once.
+    with JobPool(workers=opts.workers or os.cpu_count() or 1, ray_address=opts.ray) as pool:
+        seeds = evaluation_seeds(task, opts.seeds)
+        il_plans = [plan for plan in plans if plan[1] == 0]
+        done = dict(zip(il_plans, train_plans(spec.name, il_plans, configs, by_key, demo_npz, opts, pool), strict=True))
+        il_rows = evaluate([done[plan]["bundle"] for plan in il_plans], seeds, spec, opts, pool)
+        il_episodes = {plan[0]: pd.DataFrame(rows) for plan, rows in zip(il_plans, il_rows, strict=True)}
+        episodes_of = {plan: rows for plan, rows in zip(il_plans, il_rows, strict=True)}
+        rl_plans = [plan for plan in plans if plan[1] > 0]
+        if opts.reuse is not None:
+            from refine_core.experiment import reuse
 
-        earlier = reuse.load(opts.reuse)
-        for plan in rl_plans:
-            if opts.best_checkpoint and plan[2] == "published":
-                continue  # its best-checkpoint twin needs the weights the earlier folder did not keep
-            name = reuse.find(earlier, plan[0], by_key[plan[0]].source, il_episodes[plan[0]], configs[plan])
-            if name is not None:
-                done[plan] = reuse.reused_job(earlier, name, done[(plan[0], 0, "")]["il"])
-                episodes_of[plan] = reuse.reused_episodes(earlier, name)
-                print(f"reused: {plan[0]} RL {plan[1]:,} [{plan[2]}] <- {opts.reuse}/{name}", flush=True)
-    todo = [plan for plan in rl_plans if plan not in done]
-    done.update(zip(todo, train_plans(spec.name, todo, configs, by_key, demo_npz, opts, workers), strict=True))
-    trained = [condition_weights(c, done[(c.program, c.rl_resets, c.preset)]) for c in conds]
+            earlier = reuse.load(opts.reuse)
+            for plan in rl_plans:
+                if opts.best_checkpoint and plan[2] == "published":
+                    continue  # its best-checkpoint twin needs the weights the earlier folder did not keep
+                name = reuse.find(earlier, plan[0], by_key[plan[0]].source, il_episodes[plan[0]], configs[plan])
+                if name is not None:
+                    done[plan] = reuse.reused_job(earlier, name, done[(plan[0], 0, "")]["il"])
+                    episodes_of[plan] = reuse.reused_episodes(earlier, name)
+                    print(f"reused: {plan[0]} RL {plan[1]:,} [{plan[2]}] <- {opts.reuse}/{name}", flush=True)
+        todo = [plan for plan in rl_plans if plan not in done]
+        done.update(zip(todo, train_plans(spec.name, todo, configs, by_key, demo_npz, opts, pool), strict=True))
+        trained = [condition_weights(c, done[(c.program, c.rl_resets, c.preset)]) for c in conds]
 
-    # 3. Evaluate each trained policy on the unseen evaluation seeds (the IL rows already are).
-    fresh = [(c, t) for c, t in zip(conds, trained, strict=True)
-             if (c.program, c.rl_resets, c.preset) not in episodes_of or c.checkpoint == "best"]
-    for (cond, _t), rows in zip(fresh, evaluate([t["bundle"] for _c, t in fresh], seeds, spec, opts, workers),
-                                strict=True):
-        episodes_of[cond.name] = rows
+        # 3. Evaluate each trained policy on the unseen evaluation seeds (the IL rows already are).
+        fresh = [(c, t) for c, t in zip(conds, trained, strict=True)
+                 if (c.program, c.rl_resets, c.preset) not in episodes_of or c.checkpoint == "best"]
+        for (cond, _t), rows in zip(fresh, evaluate([t["bundle"] for _c, t in fresh], seeds, spec, opts, pool),
+                                    strict=True):
+            episodes_of[cond.name] = rows
 
     # 4. Tables, statistics, plots; everything also lands in experiment.db.
     rows = []
@@ -214,17 +215,17 @@ def run_experiment(opts: ExperimentOptions) -> Path:
 
 
 def train_plans(task_name: str, plans: list[tuple], configs: dict, by_key: dict[str, Program], demo_npz: bytes,
-                opts: ExperimentOptions, workers: int) -> list[dict]:
+                opts: ExperimentOptions, pool: JobPool) -> list[dict]:
     """One training job per (program, budget, preset): IL, then RL with its settings."""
     jobs = [(task_name, by_key[key].source, demo_npz, opts.il, configs[(key, resets, preset)])
             for key, resets, preset in plans]
-    return map_jobs(train_job, jobs, workers=workers, ray_address=opts.ray, desc="train") if jobs else []
+    return pool.map(train_job, jobs, desc="train") if jobs else []
 
 
-def evaluate(bundles: list[bytes], seeds: list[int], spec, opts: ExperimentOptions, workers: int) -> list[list[dict]]:
+def evaluate(bundles: list[bytes], seeds: list[int], spec, opts: ExperimentOptions, pool: JobPool) -> list[list[dict]]:
     """Each policy on every evaluation seed; per policy its rows in seed order."""
     jobs = [(spec.name, bundle, s, opts.max_steps) for bundle in bundles for s in seeds]
-    results = map_jobs(eval_job, jobs, workers=workers, ray_address=opts.ray, desc="evaluate") if jobs else []
+    results = pool.map(eval_job, jobs, desc="evaluate") if jobs else []
     return [results[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(bundles))]
 
 
