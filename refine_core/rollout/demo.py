@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from refine_core.rollout.runner import run_episode
 from refine_core.rollout.schema import RolloutSchema
 from refine_core.rollout.table import TableBuilder
 from refine_core.store.db import RunDatabase
@@ -171,6 +170,8 @@ def record_demonstration(
     task: Task, seed: int | None = None, *, max_steps: int | None = None
 ) -> Demonstration:
     """One expert episode on `seed` (default: the task's demonstration seed)."""
+    from refine_core.rollout.runner import run_episode  # torch: not for the readers of takes
+
     seed = task.spec.demo_seed if seed is None else int(seed)
     result = run_episode(
         task, None, seed, mode="mean", label_expert=False, max_steps=max_steps,
