@@ -342,6 +342,10 @@ def test_every_node_runs_as_a_process_and_exits_cleanly_on_sigint(tmp_path):
     for m, (proc, log) in procs.items():
         try:
             code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # its threads' stacks into its log: where it hangs
+            time.sleep(1.0)
+            code = "nothing within 30 s of SIGINT (killed; its stacks are in its log)"
         finally:
             if proc.poll() is None:
                 proc.kill()
