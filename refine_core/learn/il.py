@@ -222,8 +222,9 @@ def _fit(policy, train, y_train, val, y_val, config: ILConfig,
 
 def _snapshot(policy) -> dict:
     """The weights as they are now. A fit improves on most of its epochs, so this runs up to a
-    thousand times: cloning the tensors costs a fifth of `copy.deepcopy` (which walks each
-    tensor's Python state), and anything that is not a tensor is still deep-copied."""
+    thousand times: cloning the tensors took a seventh of `copy.deepcopy`'s time (0.03 ms
+    against 0.21 ms for the door starter's twelve weights; deepcopy walks each tensor's Python
+    state), and anything that is not a tensor is still deep-copied."""
     return {k: v.detach().clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v)
             for k, v in policy.state_dict().items()}
 
