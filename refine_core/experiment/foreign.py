@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from refine_core.experiment.jobs import eval_job, pack_demo, train_job
-from refine_core.experiment.pool import map_jobs
+from refine_core.experiment.pool import JobPool
 from refine_core.rollout.plan import seeds_for
 
 
@@ -47,11 +47,12 @@ def score_foreign(task_name: str, directory: Path, *, seeds: int = 10, workers: 
     demo = record_demonstration(task)
     demo_npz = pack_demo(demo.inputs, demo.actions)
     names = list(programs)
-    trained = map_jobs(_train_or_error, [(task_name, programs[n], demo_npz, il or {}) for n in names],
-                       workers=workers, desc="fit foreign programs")
     eval_seeds = seeds_for(task.spec, "eval", seeds)
-    jobs = [(task_name, t["bundle"], s, max_steps) for t in trained if t["bundle"] for s in eval_seeds]
-    results = iter(map_jobs(eval_job, jobs, workers=workers, desc="evaluate foreign programs"))
+    with JobPool(workers=workers) as pool:  # one pool for both maps: each worker imports torch once
+        trained = pool.map(_train_or_error, [(task_name, programs[n], demo_npz, il or {}) for n in names],
+                           desc="fit foreign programs")
+        jobs = [(task_name, t["bundle"], s, max_steps) for t in trained if t["bundle"] for s in eval_seeds]
+        results = iter(pool.map(eval_job, jobs, desc="evaluate foreign programs"))
     rows = []
     for name, fit in zip(names, trained, strict=True):
         if not fit["bundle"]:

@@ -79,9 +79,3 @@ class JobPool:
                 bar.update(len(done))
         return ray.get(refs)
 
-
-def map_jobs(fn: Callable, jobs: Sequence[tuple], *, workers: int = 1, ray_address: str | None = None,
-             desc: str = "jobs", progress: bool = True) -> list:
-    """One map in a pool of its own (started and stopped here)."""
-    with JobPool(workers=workers, ray_address=ray_address) as pool:
-        return pool.map(fn, jobs, desc=desc, progress=progress)
