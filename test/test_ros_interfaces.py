@@ -210,9 +210,9 @@ def wait_for_count(items: list, count: int, timeout: float = 10.0) -> None:
 
 
 def send_goal(node, action_type, name: str, goal, feedback: list):
-    from rclpy.action import ActionClient
+    from refine_ros.bringup.spin import action_client
 
-    client = ActionClient(node, action_type, name)
+    client = action_client(node, action_type, name)
     assert client.wait_for_server(timeout_sec=30.0), f"no {name} action server"
     handle = wait_future(client.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback)))
     assert handle.accepted
@@ -380,8 +380,9 @@ def test_parallel_gripper_command_action_between_processes(client_node):
     positions is rejected, as ros2_controllers' parallel gripper controller rejects it."""
     from control_msgs.action import ParallelGripperCommand
     from interface_peer import PARALLEL_GRIPPER_ACTION
-    from rclpy.action import ActionClient
     from sensor_msgs.msg import JointState
+
+    from refine_ros.bringup.spin import action_client
 
     server = start_peer("parallel-gripper-server")
     feedback: list = []
@@ -390,7 +391,7 @@ def test_parallel_gripper_command_action_between_processes(client_node):
         goal = ParallelGripperCommand.Goal(command=JointState(name=["robotiq_85_left_knuckle_joint"], position=[0.8]))
         handle = send_goal(client_node, ParallelGripperCommand, PARALLEL_GRIPPER_ACTION, goal, feedback)
         result = wait_future(handle.get_result_async()).result
-        client = ActionClient(client_node, ParallelGripperCommand, PARALLEL_GRIPPER_ACTION)
+        client = action_client(client_node, ParallelGripperCommand, PARALLEL_GRIPPER_ACTION)
         assert client.wait_for_server(timeout_sec=30.0)
         two = ParallelGripperCommand.Goal(command=JointState(name=["a", "b"], position=[0.1, 0.2]))
         rejected = wait_future(client.send_goal_async(two))

@@ -22,7 +22,7 @@ from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
 from refine_ros.bench import wait_for
 from refine_ros.bringup import resolve_profile
-from refine_ros.bringup.spin import NodeSpinner, destroy_actions
+from refine_ros.bringup.spin import NodeSpinner, action_client, destroy_actions
 from refine_ros.nodes.analysis_node import PARAMETERS as ANALYSIS_PARAMETERS
 from refine_ros.nodes.analysis_node import AnalysisNode
 from refine_ros.nodes.learner_node import PARAMETERS as LEARNER_PARAMETERS
@@ -50,8 +50,8 @@ class Client(Node):
 
     def __init__(self, context, name: str = "lifecycle_client") -> None:
         super().__init__(name, context=context)
-        self.fit = ActionClient(self, FitProgram, protocol.FIT_ACTION)
-        self.rollout = ActionClient(self, RunRollout, protocol.ROLLOUT_ACTION)
+        self.fit = action_client(self, FitProgram, protocol.FIT_ACTION)
+        self.rollout = action_client(self, RunRollout, protocol.ROLLOUT_ACTION)
         self.feedback: list = []
 
     def send(self, client: ActionClient, goal, timeout: float = 120.0):
@@ -416,7 +416,7 @@ class FakeArm(Node):
         self.starts: list[dict] = []
         self.round_done = threading.Event()
         self.pub_obs = self.create_publisher(Step, "refine/observation", qos.CONTROL)
-        self.rollout = ActionClient(self, RunRollout, protocol.ROLLOUT_ACTION)
+        self.rollout = action_client(self, RunRollout, protocol.ROLLOUT_ACTION)
         self.create_subscription(String, "refine/episode_events", self._on_event, qos.LATCHED)
         self.create_subscription(Float64MultiArray, "refine/action", self._on_action, qos.CONTROL)
         self.results: list[dict] = []
@@ -745,3 +745,68 @@ def test_run_node_stops_when_done_then_lingers_and_shuts_down():
     assert took >= 1.0, "it lingers after `until` is true"
     assert node.ticks >= 3 + 5, "callbacks are still served while it lingers"
     assert not rclpy.ok(), "the default context is shut down"
+
+
+HANGING_TEARDOWN = """
+import sys, threading
+from rclpy.node import Node
+from refine_ros.nodes._main import run_node
+
+class Stuck(Node):
+    def __init__(self):
+        super().__init__("teardown_probe")
+        self.create_timer(0.05, self._tick)
+
+    def _tick(self):
+        print("spinning", flush=True)
+
+    def destroy_node(self):  # a teardown that never returns, as a wait inside the middleware
+        threading.Event().wait()
+
+run_node(Stuck, sys.argv[1:], teardown_s=1.0)
+"""
+
+
+def test_a_node_whose_teardown_hangs_still_ends_after_sigint_with_its_stacks_on_the_log(tmp_path):
+    """A teardown that never returns (one, inside rcl's destruction of the node, stayed there
+    for good) must not leave a node that ignores the next Ctrl-C: past its teardown time the
+    process prints every thread's stack and ends with status 1."""
+    import signal
+    import subprocess
+    import sys
+
+    log = tmp_path / "node.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-u", "-c", HANGING_TEARDOWN], stdout=out, stderr=subprocess.STDOUT)
+        try:
+            assert wait_for(lambda: "spinning" in log.read_text(), 30.0), log.read_text()
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=20.0)  # 1 s of teardown time, and the interpreter's exit
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = log.read_text()
+    assert code == 1, text
+    assert "Timeout (0:00:01)!" in text and "in destroy_node" in text and "in run_node" in text, text
+
+
+def test_an_action_client_reaches_the_node_with_its_lock_already_made(context):
+    """An executor spinning the node in another thread takes the client's lock as soon as the
+    node holds the client; rclpy's constructor makes the lock after handing the client over
+    (a full run lost a test's spin thread to that gap), `action_client` before."""
+    node = Node("action_client_probe", context=context)
+    seen = []
+    hand_over = node.add_waitable
+
+    def add_waitable(waitable):
+        seen.append(hasattr(waitable, "_lock"))
+        hand_over(waitable)
+
+    node.add_waitable = add_waitable
+    try:
+        client = action_client(node, RunRollout, protocol.ROLLOUT_ACTION)
+        assert seen == [True]
+        assert client.get_num_entities() is not None and client in node.waitables
+    finally:
+        destroy_actions(node)
+        node.destroy_node()

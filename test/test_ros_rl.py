@@ -102,12 +102,11 @@ def _wait(future, timeout: float):
 
 
 def _send(node, goal, feedback: list):
-    from rclpy.action import ActionClient
-
+    from refine_ros.bringup.spin import action_client
     from refine_ros.wire import protocol
     from refine_ros_interfaces.action import RunRl
 
-    client = ActionClient(node, RunRl, protocol.RL_ACTION)
+    client = action_client(node, RunRl, protocol.RL_ACTION)
     assert client.wait_for_server(timeout_sec=STARTUP_S), "no learner/run_rl action server"
     handle = _wait(client.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback)),
                    EPISODE_TIMEOUT_S)

@@ -49,12 +49,12 @@ class _Client:
         from control_msgs.action import GripperCommand
         from geometry_msgs.msg import TwistStamped
         from moveit_msgs.srv import ServoCommandType
-        from rclpy.action import ActionClient
         from rclpy.node import Node
         from sensor_msgs.msg import JointState
         from std_srvs.srv import SetBool
         from tf2_msgs.msg import TFMessage
 
+        from refine_ros.bringup.spin import action_client
         from refine_ros.robots.arm.tf_buffer import TfBuffer
         from refine_ros.wire import qos
 
@@ -66,7 +66,7 @@ class _Client:
         self.twists = node.create_publisher(TwistStamped, "/servo_node/delta_twist_cmds", qos.COMMAND)
         self.switch = node.create_client(ServoCommandType, "/servo_node/switch_command_type")
         self.pause = node.create_client(SetBool, "/servo_node/pause_servo")
-        self.gripper = ActionClient(node, GripperCommand, "/robotiq_gripper_controller/gripper_cmd")
+        self.gripper = action_client(node, GripperCommand, "/robotiq_gripper_controller/gripper_cmd")
         self.TwistStamped, self.ServoCommandType, self.SetBool, self.GripperCommand = (
             TwistStamped, ServoCommandType, SetBool, GripperCommand)
 

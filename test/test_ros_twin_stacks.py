@@ -194,11 +194,12 @@ def test_tf_comes_at_robot_state_publishers_rate_and_the_tag_one_detection_late(
 
 def test_the_robotiq_server_takes_parallel_gripper_commands_of_one_joint_only(arm, context):
     from control_msgs.action import ParallelGripperCommand
-    from rclpy.action import ActionClient
     from sensor_msgs.msg import JointState
 
+    from refine_ros.bringup.spin import action_client
+
     a = arm()
-    client = ActionClient(a.node, ParallelGripperCommand, "/robotiq_gripper_controller/gripper_cmd")
+    client = action_client(a.node, ParallelGripperCommand, "/robotiq_gripper_controller/gripper_cmd")
     assert client.wait_for_server(timeout_sec=30.0)
     sent = []
     for names, positions in ((["a", "b"], [0.1, 0.2]), (["robotiq_85_left_knuckle_joint"], [0.8])):

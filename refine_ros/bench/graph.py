@@ -67,15 +67,15 @@ class _Driver:
     """Stands in for the analysis node: one rollout goal, its result, a logger flush."""
 
     def __init__(self, context) -> None:
-        from rclpy.action import ActionClient
         from rclpy.node import Node
         from std_srvs.srv import Trigger
 
+        from refine_ros.bringup.spin import action_client
         from refine_ros.wire import protocol
         from refine_ros_interfaces.action import RunRollout
 
         self.node = Node("bench_graph_driver", context=context)
-        self.client = ActionClient(self.node, RunRollout, protocol.ROLLOUT_ACTION)
+        self.client = action_client(self.node, RunRollout, protocol.ROLLOUT_ACTION)
         self.answer: dict[str, Any] | None = None
         self.arrived = threading.Event()
         self.flush = self.node.create_client(Trigger, "logger/flush")

@@ -130,13 +130,12 @@ def bench_latency(rate_hz: float = RATE_HZ, seconds: float = SECONDS, executor: 
 
 def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observations: list[list[float]]):
     import rclpy
-    from rclpy.action import ActionClient
     from rclpy.parameter import Parameter
 
     from refine_core.policy.bundle import PolicyBundle
     from refine_core.policy.programs import starter_program
     from refine_core.rollout.plan import PlannedEpisode
-    from refine_ros.bringup.spin import destroy_actions
+    from refine_ros.bringup.spin import action_client, destroy_actions
     from refine_ros.bringup.up import make_executor
     from refine_ros.nodes.learner_node import LearnerNode
     from refine_ros.wire import protocol
@@ -162,7 +161,7 @@ def _measure(steps: int, rate_hz: float, seconds: float, executor: str, observat
                 threads.append(threading.Thread(target=spinner.spin, daemon=True))
                 threads[-1].start()
             source = starter_program("door_open")
-            client = ActionClient(probe, RunRollout, protocol.ROLLOUT_ACTION)
+            client = action_client(probe, RunRollout, protocol.ROLLOUT_ACTION)
             if not client.wait_for_server(timeout_sec=30.0):
                 raise TimeoutError(f"no {protocol.ROLLOUT_ACTION} server within 30 s")
             plan = [PlannedEpisode("diagnostic", 0, 200)]

@@ -15,6 +15,7 @@ what the tests exercise is what users run.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -99,6 +100,30 @@ def call_service(client: Any, request: Any, timeout: float = 10.0) -> Any:
     if not done.wait(timeout):
         raise RuntimeError(f"no answer from {client.srv_name}")
     return future.result()
+
+
+def action_client(node: Any, action_type: Any, name: str, **options: Any) -> Any:
+    """rclpy's `ActionClient(node, action_type, name, **options)`, safe to create on a node that
+    an executor is spinning in another thread.
+
+    rclpy's constructor hands the client to the node (`add_waitable`) before it creates the
+    lock that the executor takes in `get_num_entities`; an executor that rebuilt its wait set in
+    that gap died with `AttributeError: 'ActionClient' object has no attribute '_lock'`, and
+    nothing spun the node any more (seen once in a full run: a test's goal went unanswered).
+    Here the lock exists before the client is handed over."""
+    return _locked_first_client()(node, action_type, name, **options)
+
+
+@functools.cache
+def _locked_first_client() -> type:
+    from rclpy.action import ActionClient
+
+    class LockedFirstActionClient(ActionClient):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._lock = threading.Lock()  # rclpy replaces it at the end, before any goal exists
+            super().__init__(*args, **kwargs)
+
+    return LockedFirstActionClient
 
 
 def destroy_actions(node: Any) -> None:

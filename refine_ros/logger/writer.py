@@ -44,6 +44,8 @@ ITEM_BATCH = 2000
 """Queue items handled before the writer checks its clocks again."""
 EARLY_HOLD_S = 2.0
 """How long a step of a not yet announced episode waits for its start event."""
+FLUSH_TIMEOUT_S = 30.0
+"""How long a stopping writer may take to commit what it has received (a backlog at shutdown)."""
 
 
 def _counted(stream: str, msg: Any) -> CountedVector:
@@ -126,7 +128,7 @@ class LogWriter:
         if self.error is not None:
             raise self.error
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = FLUSH_TIMEOUT_S) -> None:
         """Flush everything received so far (SIGINT path) and close the database."""
         self._stop.set()
         self._thread.join(timeout)

@@ -46,6 +46,7 @@ from refine_core.rollout.demo import Demonstration
 from refine_core.rollout.plan import PlannedEpisode
 from refine_core.store.db import RunDatabase
 from refine_core.store.records import EpisodeRecord
+from refine_ros.bringup.spin import action_client
 from refine_ros.wire import protocol
 from refine_ros.wire.goals import GoalStatuses
 from refine_ros_interfaces.action import FitProgram, RunRl, RunRollout
@@ -73,9 +74,9 @@ class LearnerLink:
         self.node = node
         self.closing = closing
         group = ReentrantCallbackGroup()
-        self.fit_client = ActionClient(node, FitProgram, protocol.FIT_ACTION, callback_group=group)
-        self.rollout_client = ActionClient(node, RunRollout, protocol.ROLLOUT_ACTION, callback_group=group)
-        self.rl_client = ActionClient(node, RunRl, protocol.RL_ACTION, callback_group=group)
+        self.fit_client = action_client(node, FitProgram, protocol.FIT_ACTION, callback_group=group)
+        self.rollout_client = action_client(node, RunRollout, protocol.ROLLOUT_ACTION, callback_group=group)
+        self.rl_client = action_client(node, RunRl, protocol.RL_ACTION, callback_group=group)
         self.flush_client = node.create_client(Trigger, "logger/flush", callback_group=group)
         self._followed = {client: (action, GoalStatuses(node, name, group)) for client, action, name in (
             (self.fit_client, FitProgram, protocol.FIT_ACTION), (self.rollout_client, RunRollout, protocol.ROLLOUT_ACTION),

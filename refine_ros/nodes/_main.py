@@ -39,7 +39,14 @@ from refine_ros.params import StartRefused
 EXIT_REFUSED = 2
 SPIN_SLICE_S = 0.1
 """Longest time the main thread waits in the executor before it looks at signals again."""
-__all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "StartRefused", "run_node", "without_shared_memory"]
+TEARDOWN_S = 10.0
+"""Longest time a node process may take to end once its spin has ended: its own shutdown (a
+bridge's stop and the driver's acknowledgement, 0.5 s; a worker thread's join, 2 s) and then
+rclpy's and the middleware's destruction of the node. Past it, every thread's stack goes to the
+log ("Timeout (0:00:10)!" and the stacks) and the process ends with status 1: a teardown that
+hangs in native code must not leave a process that ignores the next Ctrl-C. The rollout logger,
+which may still be flushing a backlog, gives itself longer."""
+__all__ = ["EXIT_REFUSED", "SPIN_SLICE_S", "TEARDOWN_S", "StartRefused", "run_node", "without_shared_memory"]
 
 
 def without_shared_memory(node: str, args: list[str] | None) -> None:
@@ -77,11 +84,12 @@ def _stop_on_signal(signum: int, _frame) -> None:
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              *, until: Callable[[Node], bool] | None = None, linger: float = 0.0,
              executor: Callable[[], Executor] = SingleThreadedExecutor,
-             exit_code: Callable[[Node], int] | None = None) -> None:
+             exit_code: Callable[[Node], int] | None = None, teardown_s: float = TEARDOWN_S) -> None:
     """Spin the node `factory()` builds until a signal (or until `until(node)` is true, then
     `linger` seconds more, so that what the node published last still reaches late readers).
     `exit_code(node)`, read after the node is destroyed, is the process's exit status (a node
-    whose work failed says so to `ros2 launch` and to scripts)."""
+    whose work failed says so to `ros2 launch` and to scripts). The teardown after the spin has
+    `teardown_s` seconds (TEARDOWN_S)."""
     handles_signals = threading.current_thread() is threading.main_thread()  # (tests spin nodes in threads)
     if handles_signals:
         # `kill -USR1 <pid>` prints every thread's stack: where a node that will not stop is stuck
@@ -117,6 +125,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     finally:
         if handles_signals:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing may interrupt the cleanup below
+            # ...and nothing may hold it forever: faulthandler's own thread needs no GIL, so it
+            # fires even when the main thread waits inside native code holding it
+            faulthandler.dump_traceback_later(teardown_s, exit=True)
         if spinner is not None:
             spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
         if node is not None:
@@ -125,6 +136,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
                 status = int(exit_code(node))
         rclpy.try_shutdown()
         if handles_signals:
+            faulthandler.cancel_dump_traceback_later()
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
         if refused is not None:

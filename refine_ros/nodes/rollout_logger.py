@@ -20,9 +20,9 @@ from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from refine_ros.logger.writer import LogWriter
+from refine_ros.logger.writer import FLUSH_TIMEOUT_S, LogWriter
 from refine_ros.nodes._bridge import RESULT_TOPIC
-from refine_ros.nodes._main import run_node
+from refine_ros.nodes._main import TEARDOWN_S, run_node
 from refine_ros.params import Param, declare_parameters, values
 from refine_ros.wire import qos
 from refine_ros_interfaces.msg import Step
@@ -134,7 +134,7 @@ class RolloutLogger(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(RolloutLogger, args)
+    run_node(RolloutLogger, args, teardown_s=FLUSH_TIMEOUT_S + TEARDOWN_S)  # a backlog may still be flushing
 
 
 if __name__ == "__main__":

@@ -215,11 +215,11 @@ class ArmBridge(BridgeNode):
         if self.gripper_interface == "topic":
             self._gripper_pub = self.create_publisher(Float64, p["gripper_topic"], qos.COMMAND)
         elif gripper_action is not None:
-            from rclpy.action import ActionClient
+            from refine_ros.bringup.spin import action_client
 
             self._gripper_action = gripper_action
             self.gripper_action_name = str(p["gripper_action"])
-            self._gripper_client = ActionClient(self, gripper_action, self.gripper_action_name)
+            self._gripper_client = action_client(self, gripper_action, self.gripper_action_name)
         # observations
         self._obs_pub = self.create_publisher(Step, "refine/observation", qos.CONTROL)
         self._columns_pub = self.create_publisher(String, "refine/observation_columns", qos.LATCHED)
