@@ -128,15 +128,18 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
             # ...and nothing may hold it forever: faulthandler's own thread needs no GIL, so it
             # fires even when the main thread waits inside native code holding it
             faulthandler.dump_traceback_later(teardown_s, exit=True)
-        if spinner is not None:
-            spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
-        if node is not None:
-            node.destroy_node()
-            if exit_code is not None:
-                status = int(exit_code(node))
-        rclpy.try_shutdown()
+        try:
+            if spinner is not None:
+                spinner.shutdown()  # this thread spun it: nothing is in its wait set any more
+            if node is not None:
+                node.destroy_node()
+                if exit_code is not None:
+                    status = int(exit_code(node))
+            rclpy.try_shutdown()
+        finally:
+            if handles_signals:
+                faulthandler.cancel_dump_traceback_later()
         if handles_signals:
-            faulthandler.cancel_dump_traceback_later()
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
         if refused is not None:
