@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from refine_core.learn.adam import Adam
 from refine_core.policy.contract import policy_forward
 from refine_core.policy.distribution import log_prob, to_batch
 from refine_core.tasks.spec import TaskSpec
@@ -165,7 +166,7 @@ def _fit(policy, train, y_train, val, y_val, config: ILConfig,
         params = [p for p in policy.parameters() if p.requires_grad]
         if not params:
             raise FitError("the policy has no trainable parameters")
-        optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+        optimizer = Adam(params, lr=config.lr, weight_decay=config.weight_decay)
         order = torch.Generator().manual_seed(config.seed)
 
         initial_train = _nll(policy, train, y_train, epoch=0)
@@ -181,7 +182,7 @@ def _fit(policy, train, y_train, val, y_val, config: ILConfig,
             for idx in _minibatches(len(y_train), config.batch_size, order):
                 sub = train if idx is None else {k: v[idx] for k, v in train.items()}
                 y = y_train if idx is None else y_train[idx]
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 loss = _nll_tensor(policy, sub, y, epoch)
                 loss.backward()
                 if config.grad_clip is not None:

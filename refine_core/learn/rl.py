@@ -49,6 +49,7 @@ from torch import nn
 from torch.distributions import kl_divergence
 from tqdm import tqdm
 
+from refine_core.learn.adam import Adam
 from refine_core.policy.contract import policy_forward
 from refine_core.policy.distribution import (
     action_distribution,
@@ -685,7 +686,7 @@ def parameter_changes(before: dict[str, torch.Tensor], policy: nn.Module) -> dic
     return out
 
 
-def _optimiser(policy: nn.Module, config: RLConfig) -> torch.optim.Optimizer:
+def _optimiser(policy: nn.Module, config: RLConfig) -> Adam:
     groups: dict[float, list[nn.Parameter]] = {}
     for name, p in policy.named_parameters():
         if not p.requires_grad:
@@ -695,7 +696,7 @@ def _optimiser(policy: nn.Module, config: RLConfig) -> torch.optim.Optimizer:
             groups.setdefault(lr, []).append(p)
     if not groups:
         raise ValueError("no trainable parameter left: every one is frozen by param_lr")
-    return torch.optim.Adam([{"params": ps, "lr": lr} for lr, ps in groups.items()], lr=config.lr)
+    return Adam([(ps, lr) for lr, ps in groups.items()], lr=config.lr)
 
 
 # ---------------------------------------------------------------------------- training
