@@ -171,6 +171,18 @@ def call(client, request, timeout: float = 20.0):
     return call_service(client, request, timeout)
 
 
+def _take_failure(message: str, operator: DemoStatus, proc) -> str:
+    """A refused take with what says why: the recorder's last statuses (steps and paused steps
+    as the take grew) and the end of the `refine up` process's log (its nodes' warnings: a
+    stale gamepad, a silent driver, the watchdog). Seen once in a full run: a 2-s take with
+    one step."""
+    proc.kill()
+    out, _ = proc.communicate(timeout=30)
+    with operator.changed:
+        states = [{k: s.get(k) for k in ("state", "steps", "paused_steps", "message")} for s in operator.states[-6:]]
+    return f"{message}\nrecorder statuses: {states}\nrefine up's log (end):\n{out[-6000:]}"
+
+
 def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward: float = 0.6) -> str:
     """The real-robot checklist's first step, as an operator does it: `refine up
     arm_real_record_demo --live` in a process of its own, a gamepad held forward with the
@@ -202,7 +214,7 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
         assert started.success, started.message
         time.sleep(seconds)
         stopped = call(operator.stop, Trigger.Request())
-        assert stopped.success, stopped.message
+        assert stopped.success, _take_failure(stopped.message, operator, proc)
         assert call(operator.label, SetBool.Request(data=True)).success
         kept = call(operator.keep, Trigger.Request())
         assert kept.success, kept.message
