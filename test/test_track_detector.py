@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import cv2
@@ -11,12 +10,12 @@ import numpy as np
 import pytest
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray
 
+from refine_ros.bringup.spin import NodeSpinner
 from refine_ros.robots.rc_car.track_detector import PARAMETERS, TrackDetector, image_to_bgr
 from refine_ros.robots.rc_car.vision import (
     HALF_WIDTH_UNITS,
@@ -299,11 +298,10 @@ def test_node_publishes_tiles_for_camera_images():
     fake.create_subscription(
         Float64MultiArray, "track/tiles", lambda m: got.append(np.array(m.data).reshape(12, 4)), qos.SENSOR
     )
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(detector)
-    ex.add_node(fake)
-    thread = threading.Thread(target=ex.spin, daemon=True)
-    thread.start()
+    # NodeSpinner: its stop() joins the spin thread before the nodes are destroyed. With
+    # `executor.shutdown(timeout_sec=2.0)` and no join, an image callback still running after 2 s
+    # (two busy loops beside a full run, ciG) published on a destroyed node: InvalidHandle.
+    spinner = NodeSpinner([detector, fake], ctx).start()
     try:
         names = set(detector.list_parameters([], 0).names)
         assert set(PARAMETERS) <= names
@@ -319,8 +317,9 @@ def test_node_publishes_tiles_for_camera_images():
         np.testing.assert_allclose(got[0][:, 0], 0.08 * UNITS, atol=0.01)
         assert detector.failures > 0 and detector.detected > 0
     finally:
-        ex.shutdown(timeout_sec=2.0)
-        detector.destroy_node()
-        fake.destroy_node()
+        stopped = spinner.stop(timeout_s=30.0)  # one image callback, however slow the machine
+        if stopped:
+            detector.destroy_node()
+            fake.destroy_node()
         rclpy.shutdown(context=ctx)
-        thread.join(timeout=2.0)
+    assert stopped, "the detector's callback was still running 30 s after the spin was asked to stop"
