@@ -163,6 +163,14 @@ class DemoStatus(Node):
             assert ok, f"demo recorder never reached {state!r}: {self.states[-3:]}"
             return self.states[-1]
 
+    def wait_for_steps(self, steps: int, timeout: float) -> dict:
+        """Until the recording take holds `steps` (the recorder reports its count each second),
+        or the take is no longer recording; returns the newest status either way."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.states and (self.states[-1]["state"] != "recording"
+                                                           or self.states[-1]["steps"] >= steps), timeout)
+            return self.states[-1]
+
 
 def call(client, request, timeout: float = 20.0):
     """Call a service from a test thread (the client's node spins elsewhere)."""
@@ -183,12 +191,13 @@ def _take_failure(message: str, operator: DemoStatus, proc) -> str:
     return f"{message}\nrecorder statuses: {states}\nrefine up's log (end):\n{out[-6000:]}"
 
 
-def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward: float = 0.6) -> str:
+def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward: float = 0.6,
+                             steps: int = 20) -> str:
     """The real-robot checklist's first step, as an operator does it: `refine up
     arm_real_record_demo --live` in a process of its own, a gamepad held forward with the
-    dead-man button down, then demo/start, demo/stop, demo/label true and demo/keep. The caller spins a
-    `FakeArmDriver` in `context`. Returns the process's output (it ends once the take is
-    stored)."""
+    dead-man button down, then demo/start, demo/stop (after `seconds` and once the take holds
+    `steps`), demo/label true and demo/keep. The caller spins a `FakeArmDriver` in `context`.
+    Returns the process's output (it ends once the take is stored)."""
     import os
     import subprocess
     import sys
@@ -213,6 +222,9 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
             time.sleep(0.2)
         assert started.success, started.message
         time.sleep(seconds)
+        # an operator watches the count, not the clock: under load the driver's sensors or the
+        # graph's executors can be held up, and a 2-s take then holds too few steps to keep
+        operator.wait_for_steps(steps, timeout=60.0)
         stopped = call(operator.stop, Trigger.Request())
         assert stopped.success, _take_failure(stopped.message, operator, proc)
         assert call(operator.label, SetBool.Request(data=True)).success

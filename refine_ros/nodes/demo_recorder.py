@@ -149,6 +149,7 @@ class DemoRecorder(Node):
                               ("discard", self._discard), ("rerecord", self._rerecord), ("finish", self._finish)):
             self.create_service(Trigger, f"demo/{name}", self._trigger(name, handler))
         self.create_service(SetBool, "demo/label", self._on_label)
+        self.create_timer(1.0, self._report_progress)
         session = f"{self.takes_wanted} take(s)" if self.takes_wanted else "takes until demo/finish"
         self._publish("idle", f"ready: call demo/start to record a {self.spec.name} demonstration ({self.source}, "
                               f"{session})")
@@ -449,6 +450,15 @@ class DemoRecorder(Node):
             steps, self.take = len(self.take), None
             self._set("aborted", f"{why} during the take: recording aborted, {steps} steps discarded, nothing written")
         self.get_logger().error(self.last_message)
+
+    def _report_progress(self) -> None:
+        """A take's length is its steps, not its seconds: a driver or an executor held up for a
+        moment gives a take of a few seconds only a handful. Once a second while a take records,
+        the status goes out again with its step count, so the operator (or a script driving the
+        recorder) holds on until the take is long enough instead of for a guessed time."""
+        with self._lock:
+            if self.state == "recording" and self.take is not None:
+                self._publish(self.state, self.last_message)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _p(self, name: str) -> Any:

@@ -71,6 +71,7 @@ class KeyboardTeleop(Node):
         self.quit = threading.Event()
         self.step = 0
         self._lock = threading.Lock()
+        self._demo_line = ""
         self.pub_teleop = self.create_publisher(Float64MultiArray, "refine/teleop_action", qos.COMMAND)
         self.pub_estop = self.create_publisher(Bool, "refine/estop", qos.COMMAND)
         self.create_subscription(String, "demo/status", self._on_demo_status, qos.LATCHED)
@@ -128,9 +129,12 @@ class KeyboardTeleop(Node):
     def _on_demo_status(self, msg: String) -> None:
         try:
             status = unpack_json(msg)
-            self._say(f"[demo {status['state']}] {status['message']}")
+            line = f"[demo {status['state']}] {status['message']}"
         except (ValueError, KeyError, TypeError):
-            pass
+            return
+        if line != self._demo_line:  # a recording take repeats its status each second (its step count)
+            self._demo_line = line
+            self._say(line)
 
     def _tick(self) -> None:
         with self._lock:
