@@ -81,6 +81,27 @@ def test_every_node_module_is_registered_and_every_entry_exists():
         assert getattr(module, entry.class_name).__module__ == entry.module, entry.name
 
 
+def test_a_node_process_finds_its_own_entry_without_reading_the_registry():
+    """What a node's executable does (refine_ros/nodes/_start.py, then its DDS settings): the
+    entry `find` gives is the registry's, for every node, and no module of another node is read
+    on the way. A name that is no node is a KeyError, as in NODES."""
+    from refine_ros.nodes.registry import find, read_all
+
+    assert {name: find(name) for name in NODES} == read_all()
+    for name in ("registry", "_start", "kinematics", "no_such_node"):
+        with pytest.raises(KeyError):
+            find(name)
+    probe = ("import os, sys\n"
+             "from refine_ros.nodes import registry\n"
+             "from refine_ros.bringup.dds import udp_only_environment\n"
+             "for name in ('safety_node', 'arm_bridge'):\n"
+             "    __import__(registry.find(name).module)\n"
+             "udp_only_environment({**os.environ, 'RMW_IMPLEMENTATION': 'rmw_fastrtps_cpp'})\n"
+             "print(registry.NODES._entries is None)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("entry", NODES.values(), ids=lambda e: e.name)
 def test_takes_task_matches_the_node_parameters(entry: NodeEntry):
     table = getattr(importlib.import_module(entry.module), "PARAMETERS", None) or {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,21 +97,32 @@ def share_dirs() -> list[Path]:
     install), then the installed ament share directory (colcon or a wheel), then those of the
     packages that bring robots of their own (their profiles and URDFs; the node registry
     knows them)."""
-    dirs = [_SOURCE_ROOT] if (_SOURCE_ROOT / "config").is_dir() else []
+    return list(_share_dirs())
+
+
+def _share_dirs() -> Iterator[Path]:
+    """`share_dirs()` one at a time: a node looking up a file of its own package (its DDS
+    profile) stops at the first and never reads the whole node registry."""
+    if (_SOURCE_ROOT / "config").is_dir():
+        yield _SOURCE_ROOT
     try:
         from ament_index_python.packages import get_package_share_directory
     except ImportError:
-        return dirs
-    for package in (PACKAGE, *sorted({entry.package for entry in NODES.values()} - {PACKAGE})):
+        return
+    for package in _share_packages():
         try:
-            dirs.append(Path(get_package_share_directory(package)))
+            yield Path(get_package_share_directory(package))
         except (LookupError, OSError, ValueError):  # not installed, or AMENT_PREFIX_PATH unset
             pass
-    return dirs
+
+
+def _share_packages() -> Iterator[str]:
+    yield PACKAGE
+    yield from sorted({entry.package for entry in NODES.values()} - {PACKAGE})
 
 
 def _find(sub: str, filename: str) -> Path | None:
-    for root in share_dirs():
+    for root in _share_dirs():
         path = root / sub / filename
         if path.is_file():
             return path

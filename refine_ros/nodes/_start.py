@@ -22,9 +22,9 @@ def start(name: str) -> None:
     """Import node `name`'s module and run its `main()`; SIGINT before the node has taken over
     the signals ends the process quietly."""
     try:
-        from refine_ros.nodes.registry import NODES
+        from refine_ros.nodes.registry import find
 
-        main = import_module(NODES[name].module).main
+        main = import_module(find(name).module).main
         main()
     except KeyboardInterrupt:
         print(f"[{name}] stopped before it had started (interrupted while loading)", file=sys.stderr, flush=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from runpy import run_path
 from typing import NamedTuple
@@ -87,18 +88,24 @@ def read_nodes(folder: Path = NODE_DIR, prefix: str = f"{PACKAGE}.nodes", packag
     folder also holds modules that are not."""
     found = {}
     for path in sorted(folder.glob("*.py")):
-        if path.stem.startswith("_") or path.stem == "registry":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        class_name = _started_class(tree)
-        if class_name is None:
-            if not only_nodes:
-                continue
-            raise ValueError(f"{path}: a module in refine_ros/nodes/ is a node and needs main() calling "
-                             "run_node(<NodeClass>, args); put helpers in a module whose name starts with _")
-        found[path.stem] = NodeEntry(path.stem, class_name, "task" in _parameter_names(tree),
-                                     f"{prefix}.{path.stem}", package)
+        entry = _read_node(path, prefix, package, only_nodes)
+        if entry is not None:
+            found[path.stem] = entry
     return found
+
+
+def _read_node(path: Path, prefix: str, package: str, only_nodes: bool) -> NodeEntry | None:
+    """The entry of module `path` when it is a node (None for a helper or a library module)."""
+    if path.stem.startswith("_") or path.stem == "registry":
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    class_name = _started_class(tree)
+    if class_name is None:
+        if not only_nodes:
+            return None
+        raise ValueError(f"{path}: a module in refine_ros/nodes/ is a node and needs main() calling "
+                         "run_node(<NodeClass>, args); put helpers in a module whose name starts with _")
+    return NodeEntry(path.stem, class_name, "task" in _parameter_names(tree), f"{prefix}.{path.stem}", package)
 
 
 def robot_packages() -> tuple[str, ...]:
@@ -135,7 +142,47 @@ def read_all(plugins: bool = True) -> dict[str, NodeEntry]:
     return found
 
 
-NODES: dict[str, NodeEntry] = read_all()
+def find(name: str) -> NodeEntry:
+    """NODES[name], read from the one module that can hold it (KeyError when none does): a
+    node's process needs its own entry only, and reading every module (parsing some thirty
+    files) cost each node process and each `refine` command about 0.13 s of CPU, a tenth of
+    what a short-lived node uses in all. Generic nodes first, then each robot's, as `read_all`."""
+    path = NODE_DIR / f"{name}.py"
+    entry = _read_node(path, f"{PACKAGE}.nodes", PACKAGE, True) if path.is_file() else None
+    for package in () if entry is not None else robot_packages():
+        folder, ros_package = _robot_folder(package)
+        path = folder / f"{name}.py"
+        entry = _read_node(path, package, ros_package, False) if path.is_file() else None
+        if entry is not None:
+            break
+    if entry is None:
+        raise KeyError(name)
+    return entry
+
+
+class _Registry(Mapping[str, NodeEntry]):
+    """`read_all()`, read on first use: every node process imports this module (through
+    bringup's profiles) and most never look at another node's entry."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, NodeEntry] | None = None
+
+    def _all(self) -> dict[str, NodeEntry]:
+        if self._entries is None:
+            self._entries = read_all()
+        return self._entries
+
+    def __getitem__(self, name: str) -> NodeEntry:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+NODES: Mapping[str, NodeEntry] = _Registry()
 
 
 def console_scripts() -> list[str]:
