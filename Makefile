@@ -73,6 +73,12 @@ $(SYSSTAMP):
 demo: install
 	$(BIN)/refine demo --run $(RUN_DIR) $(if $(DEMO_TRANSCRIPT),--transcript $(DEMO_TRANSCRIPT))
 
+# Where PYTHONDONTWRITEBYTECODE is set (these development machines set it), no Python process
+# caches the modules it compiles, and the suite starts hundreds (nodes, sandboxes, commands),
+# each compiling every module of ours it imports: 0.03-0.3 s of CPU each, measured. Compiled
+# once here instead (changed files only: 1.6 s on a fresh clone, 0.2 s after).
+BYTECODE := $(BIN)/python -m compileall -q refine_core refine_ros tools > /dev/null
+
 # The whole suite in WORKERS pytest-xdist workers, each on a DDS domain of its own: one worker
 # takes the tests marked `alone` one after another (beside one ordinary test at most), the
 # others whole modules, the longest first (test/conftest.py).
@@ -81,6 +87,7 @@ demo: install
 # were slower: docs/DEVELOPING.md). WORKERS=0: one test after another, in this process.
 WORKERS ?= 2
 test: install
+	$(BYTECODE)
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) test
 
 # The edit-run loop: every test that starts no ROS graph and is not marked slow, on a DDS domain
@@ -89,6 +96,7 @@ test: install
 # the wall time by a third even on two cores (serial 4 min 9 s, two workers 2 min 51 s, here).
 FAST_WORKERS ?= 2
 test-fast: install
+	$(BYTECODE)
 	REFINE_TESTS_WITHOUT_DDS=1 $(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not ros and not slow" $(PYTEST_ARGS) test
 

@@ -96,7 +96,11 @@ class FakeArmDriver(Node):
             if found is not None:
                 return tuple(float(v) for v in found.transform.translation)
             time.sleep(0.05)
-        raise AssertionError("the fake arm never published its tool frame: " + Path(self._log.name).read_text()[-2000:])
+        raise AssertionError("the fake arm never published its tool frame: " + self.log_tail(2000))
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the driver process's log (its overrun warnings say when it was held up)."""
+        return Path(self._log.name).read_text(errors="replace")[-chars:]
 
     def destroy_node(self) -> None:
         if self.process.poll() is None:
@@ -163,13 +167,21 @@ class DemoStatus(Node):
             assert ok, f"demo recorder never reached {state!r}: {self.states[-3:]}"
             return self.states[-1]
 
-    def wait_for_steps(self, steps: int, timeout: float) -> dict:
-        """Until the recording take holds `steps` (the recorder reports its count each second),
-        or the take is no longer recording; returns the newest status either way."""
+    def wait_for_steps(self, steps: int, timeout: float = 60.0, *, paused: int = 0) -> dict:
+        """Until the recording take holds `steps` (and `paused` paused steps; the recorder reports
+        its counts each second): how an operator knows a take is long enough, whatever the
+        machine's load. Fails, with the newest statuses, when the take stops recording first
+        or does not get there within `timeout`."""
+        def there() -> bool:
+            last = self.states[-1] if self.states else {}
+            return last.get("state") != "recording" or (last["steps"] >= steps and last["paused_steps"] >= paused)
+
         with self.changed:
-            self.changed.wait_for(lambda: self.states and (self.states[-1]["state"] != "recording"
-                                                           or self.states[-1]["steps"] >= steps), timeout)
-            return self.states[-1]
+            self.changed.wait_for(there, timeout)
+            last = self.states[-1]
+            assert last["state"] == "recording" and last["steps"] >= steps and last["paused_steps"] >= paused, \
+                f"the take never held {steps} steps ({paused} paused) within {timeout:g} s: {self.states[-3:]}"
+            return last
 
 
 def call(client, request, timeout: float = 20.0):
@@ -224,7 +236,7 @@ def record_arm_demonstration(context, run_dir, *, seconds: float = 2.0, forward:
         time.sleep(seconds)
         # an operator watches the count, not the clock: under load the driver's sensors or the
         # graph's executors can be held up, and a 2-s take then holds too few steps to keep
-        operator.wait_for_steps(steps, timeout=60.0)
+        operator.wait_for_steps(steps)
         stopped = call(operator.stop, Trigger.Request())
         assert stopped.success, _take_failure(stopped.message, operator, proc)
         assert call(operator.label, SetBool.Request(data=True)).success

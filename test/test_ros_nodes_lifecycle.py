@@ -619,7 +619,7 @@ def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypa
     stop, runner = threading.Event(), None
     try:
         start_y = driver.position()[1]
-        output = record_arm_demonstration(context, run_dir, seconds=2.0, forward=0.6)
+        output = record_arm_demonstration(context, run_dir, seconds=2.0, forward=0.6, steps=50)
         assert "stored 1 take(s)" in output and "teleop (arm_real)" in output, output
         assert driver.position()[1] > start_y + 0.05, "the teleoperated arm moved forward"
         moved = driver.hardware_commands

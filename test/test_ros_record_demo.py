@@ -91,7 +91,8 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         assert _wait(lambda: call(operator.start, Trigger.Request()).success, 30.0), operator.states[-1:]
         operator.wait_for("recording")
         y0 = driver.position()[1]
-        assert _wait(lambda: driver.position()[1] > y0 + 0.02), "the arm moves under teleop"
+        assert _wait(lambda: driver.position()[1] > y0 + 0.02), \
+            ("the arm moves under teleop", driver.safety, operator.states[-2:], driver.log_tail())
 
         pad.hold(buttons={BUTTON_B: 1})  # the e-stop button
         aborted = operator.wait_for("aborted")
@@ -110,7 +111,7 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         assert _wait(lambda: call(rearm, Trigger.Request()).success), "re-arm refused"
         assert _wait(lambda: call(operator.start, Trigger.Request()).success), "a new take after re-arming"
         operator.wait_for("recording")
-        time.sleep(0.6)
+        operator.wait_for_steps(12)
         assert call(operator.stop, Trigger.Request()).success
         discarded = call(operator.discard, Trigger.Request())
         assert discarded.success and "discarded" in discarded.message
@@ -353,15 +354,15 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
             operator.states[-1:]
         operator.wait_for("recording")
         pad.hold(buttons={BUTTON_LEFT_SHOULDER: 1})
-        time.sleep(2.0)
+        operator.wait_for_steps(20)
         pad.hold(buttons={BUTTON_LEFT_SHOULDER: 0})  # let go: a pause
-        time.sleep(1.0)
+        held = operator.wait_for_steps(0, paused=10)["steps"]
         pad.hold(buttons={BUTTON_LEFT_SHOULDER: 1})
-        time.sleep(2.0)
+        operator.wait_for_steps(held + 20)
         assert call(operator.label, SetBool.Request(data=True)).success
         stopped = call(operator.stop, Trigger.Request())
         assert stopped.success and "paused steps left out" in stopped.message, \
-            (stopped.message, [s["message"] for s in operator.states[-6:]])
+            (stopped.message, [s["message"] for s in operator.states[-6:]], "driver's log:", driver.log_tail())
         seen = len(operator.states)
         kept = call(operator.keep, Trigger.Request())
         assert kept.success and "kept take 0" in kept.message, kept.message
@@ -377,14 +378,14 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
         assert again.success and "recording it again" in again.message
         operator.wait_for("reset")
         operator.wait_for("recording", 20.0)
-        time.sleep(2.0)
+        before = operator.wait_for_steps(20)["steps"]
         assert call(silent, SetBool.Request(data=True)).success  # a brief sensor dropout
         time.sleep(0.5)
         assert call(silent, SetBool.Request(data=False)).success
-        time.sleep(2.0)
+        operator.wait_for_steps(before + 20)
         assert call(operator.label, SetBool.Request(data=False)).success
         stopped = call(operator.stop, Trigger.Request())
-        assert stopped.success and "sensor gap(s) marked" in stopped.message, stopped.message
+        assert stopped.success and "sensor gap(s) marked" in stopped.message, (stopped.message, driver.log_tail())
         assert call(operator.keep, Trigger.Request()).success
         finished = operator.wait_for("finished")
         assert "2 take(s)" in finished["message"] and finished["kept"] == [0, 1]

@@ -27,6 +27,7 @@ JOINT_BOUND and refuses motion).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +103,9 @@ class FakeArmDriver(Node):
                                      self._on_gripper_goal)
         for name in self.faults:
             self.create_service(SetBool, f"fake/{name}", lambda req, res, n=name: self._fault(n, req, res))
+        self._ticked_at: float | None = None
+        self._overruns: list[float] = []
+        self._overrun_said = -1e9
         self.create_timer(self.period, self._tick)
 
     def destroy_node(self) -> None:
@@ -209,7 +213,23 @@ class FakeArmDriver(Node):
         r.x, r.y, r.z, r.w = (float(v) for v in quat)
         return t
 
+    def _overrun(self) -> None:
+        """Say when this loop missed its rate (as ros2_control's controller manager does): when
+        the robot's TF goes stale, the log then tells a driver held up (no CPU, a blocked
+        executor) from messages lost on the way. At most one line a second."""
+        now = time.monotonic()
+        late = None if self._ticked_at is None else now - self._ticked_at
+        self._ticked_at = now
+        if late is not None and late > max(5 * self.period, 0.05):
+            self._overruns.append(late)
+        if self._overruns and now - self._overrun_said > 1.0:
+            self._overrun_said = now
+            self.get_logger().warning(f"overrun: {len(self._overruns)} tick(s) late, the longest "
+                                      f"{max(self._overruns):.3f} s between ticks (period {self.period:.3f} s)")
+            self._overruns.clear()
+
     def _tick(self) -> None:
+        self._overrun()
         now = self._now()
         if self.interface == "forward_velocity":
             for name, v in zip(self.chain.joint_names, self.qdot, strict=True):
