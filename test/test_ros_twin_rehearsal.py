@@ -153,8 +153,11 @@ def test_take_fit_round_and_live_episodes_on_the_twin(context, run_dir, robot):
         if task.metric_from_observations:
             assert rl["status"] == "committed", rl
             assert rl["fit_report"]["rl"]["resets"] == 2 and rl["fit_report"]["rl"]["selection_resets"] == 2
+            # the graph's log with it: seen once (ciK), the RL round's closing selection episode
+            # logged with 0 steps, and only the nodes' lines can say where its steps went
             assert sorted(zip(driven["kind"], driven["steps"], strict=True)) == [
-                ("rl", STEPS), ("rl", STEPS), ("rl_selection", STEPS), ("rl_selection", STEPS), ("selection", STEPS)]
+                ("rl", STEPS), ("rl", STEPS), ("rl_selection", STEPS), ("rl_selection", STEPS), ("selection", STEPS)], \
+                f"{driven.to_dict('records')}\nrefine up's output (end):\n{out[-8000:]}"
             assert (driven["complete"] == 1).all(), driven
         else:
             assert rl["status"] == "failed" and "not measured from its observations" in rl["error"], rl
