@@ -117,6 +117,8 @@ def _share_dirs() -> Iterator[Path]:
 
 
 def _share_packages() -> Iterator[str]:
+    """This package, then the plug-in robots' packages: a generator, so an installed node that
+    finds its file in this package's share directory never reads the node registry."""
     yield PACKAGE
     yield from sorted({entry.package for entry in NODES.values()} - {PACKAGE})
 
