@@ -156,41 +156,48 @@ def pytest_runtest_makereport(item, call):
 
 
 # -- tests that must not share the machine --------------------------------------------------------
+_HELD: dict[str, object] = {}
+"""The open lock files of the `alone` test running on this worker, kept until the next test
+is not `alone` (the scheduler hands one worker all of them, one after another)."""
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist a test marked `alone` (wall-clock budgets taken from a robot's own
-    timeouts: watchdogs, live graphs, real-time twins) never runs beside another `alone` test,
-    and beside one ordinary test at most: the one holding the companion seat. That is less
-    than what these tests pass beside anyway (the serial suite with two busy loops on both
-    cores, the steadiness check), and it keeps a second core at work while they wait on a
-    robot's clock; more graphs starting beside them is more load than they were measured
-    under. Three lock files in the run's temp directory, shared by the workers: an ordinary
-    test takes the seat when it is free and then waits for nothing; otherwise it goes through
-    a reader-writer lock, where everyone passes the turnstile on the way in and an `alone` test
-    holds it while it waits, so a stream of ordinary tests cannot keep it out. Setup and
-    teardown are inside (a module's graph starts in its first test's setup). A worker that
-    dies releases its locks with its file descriptors."""
+    timeouts: watchdogs, live graphs, real-time twins) runs with the machine to itself. Why no
+    ordinary test beside it (there was a "companion seat" for one): one of these graphs fills
+    both cores by itself (the car twin's rig: detector 0.55 of a core, twin 0.37, harness 0.27,
+    logger 0.26, bridge 0.24, safety node 0.17, sampled from /proc over its episode), so any
+    test beside it takes its share from the robot's clock: CI at stop 39 ran that rig's driver
+    at 22 Hz of 50 and its logger out of its shutdown time.
+    Two lock files in the run's temp directory, shared by the workers: a reader-writer lock on
+    the machine, and a turnstile that an `alone` test holds while it waits, so a stream of
+    ordinary tests cannot keep it out. The `alone` tests come first and one worker runs them
+    all; it keeps both locks from one to the next, so the other worker does not slip a test in
+    between each pair. Setup and teardown are inside (a module's graph starts in its first
+    test's setup). A worker that dies releases its locks with its file descriptors."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the workers' common basetemp
     alone = item.get_closest_marker("alone") is not None
-    with (open(run_dir / "machine.seat", "a") as seat, open(run_dir / "machine.turnstile", "a") as turnstile,
-          open(run_dir / "machine.lock", "a") as machine):
-        if not alone and _take(seat):
-            yield
-            return
+    if alone and not _HELD:
+        run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the workers' common basetemp
+        _HELD["turnstile"] = turnstile = open(run_dir / "machine.turnstile", "a")  # noqa: SIM115 - held across tests
+        _HELD["machine"] = machine = open(run_dir / "machine.lock", "a")  # noqa: SIM115
         fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        fcntl.flock(machine, fcntl.LOCK_EX)
+    if alone:
+        try:
+            yield
+        finally:
+            if nextitem is None or nextitem.get_closest_marker("alone") is None:
+                for lock in _HELD.values():
+                    lock.close()  # closing releases the flock
+                _HELD.clear()
+        return
+    run_dir = item.config._tmp_path_factory.getbasetemp().parent
+    with open(run_dir / "machine.turnstile", "a") as turnstile, open(run_dir / "machine.lock", "a") as machine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(machine, fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
-
-
-def _take(lock_file) -> bool:
-    """The lock on `lock_file` if nobody holds it, without waiting."""
-    try:
-        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True

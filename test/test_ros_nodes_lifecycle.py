@@ -582,6 +582,7 @@ def test_a_cancelled_rollout_ends_its_wait_and_reports_every_planned_episode(con
 
 
 # ------------------------------------------------------------------------- `refine up arm_real`, dry run
+@pytest.mark.alone  # a live arm graph judged at the profile's own timeouts (TF 0.15 s, watchdog 0.1 s)
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_refine_up_arm_real_dry_run_with_fake_sensors(context, run_dir, monkeypatch):

@@ -2,6 +2,8 @@
 finds the `alone` tests in the source, since it collects nothing itself; what it finds must be
 what pytest itself selects with `-m alone`."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,3 +21,40 @@ def test_the_alone_tests_read_from_the_source_are_the_ones_pytest_marks():
               for line in done.stdout.splitlines() if "::" in line}
     assert len(marked) >= 14, marked  # the watchdogs, twins, live graphs and fault cells at least
     assert alone_tests(HERE) == marked
+
+
+TIMED_TEST = '''
+import json, os, time
+import pytest
+
+def _record(name):
+    start = time.monotonic()
+    time.sleep({seconds})
+    with open(os.environ["SCHEDULE_LOG"], "a") as log:
+        log.write(json.dumps([name, start, time.monotonic()]) + "\\n")
+'''
+
+
+def test_an_alone_test_has_the_machine_to_itself_and_the_alone_tests_run_back_to_back(tmp_path):
+    """Two workers, two `alone` tests and four ordinary ones (in two modules): no ordinary test
+    runs while an `alone` one does, and none runs between the two `alone` tests (their worker
+    keeps the machine from one to the next)."""
+    for name in ("conftest.py", "../pytest.ini"):
+        (tmp_path / Path(name).name).write_text((HERE / name).read_text())
+    body = TIMED_TEST.format(seconds=0.6)
+    (tmp_path / "test_robot.py").write_text(body + "".join(
+        f"\n@pytest.mark.alone\ndef test_alone_{i}():\n    _record('alone')\n" for i in range(2)))
+    for module in ("test_first.py", "test_second.py"):
+        (tmp_path / module).write_text(body + "".join(
+            f"\ndef test_ordinary_{i}():\n    _record('ordinary')\n" for i in range(2)))
+    log = tmp_path / "schedule.jsonl"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
+                           "no:cacheprovider", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "SCHEDULE_LOG": str(log)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = sorted((start, end, name) for name, start, end in map(json.loads, log.read_text().splitlines()))
+    assert [name for *_, name in runs].count("alone") == 2 and len(runs) == 6, runs
+    alone = [(start, end) for start, end, name in runs if name == "alone"]
+    ordinary = [(start, end) for start, end, name in runs if name == "ordinary"]
+    span = (alone[0][0], alone[-1][1])
+    assert all(end <= span[0] or start >= span[1] for start, end in ordinary), runs
