@@ -80,8 +80,8 @@ demo: install
 BYTECODE := $(BIN)/python -m compileall -q refine_core refine_ros tools > /dev/null
 
 # The whole suite in WORKERS pytest-xdist workers, each on a DDS domain of its own: one worker
-# takes the tests marked `alone` one after another (beside one ordinary test at most), the
-# others whole modules, the longest first (test/conftest.py).
+# takes the tests marked `alone` one after another, with the machine to itself, the others
+# whole modules, the longest first (test/conftest.py).
 # Two workers on two cores: most tests wait on a robot's clock, so the second one halves the
 # wall time (34 -> 17-20 min here; four, tried before the `alone` tests had a worker of their own,
 # were slower: docs/DEVELOPING.md). WORKERS=0: one test after another, in this process.

@@ -47,6 +47,9 @@ def test_a_process_that_will_not_stop_leaves_its_python_and_c_stacks_in_its_log(
         assert "no gdb here" in log
     else:
         assert "C stacks (gdb):" in log and "clock_nanosleep" in log, log[-3000:]
+    # what a failed rig reports of it: its Python stack with the C one, however long gdb's is
+    report = procs.hang_report("stuck", chars=1000)
+    assert 'File "<string>", line 1' in report and len(report) <= 1000 + len("C stacks (gdb):"), report
 
 
 def test_a_held_command_is_unsafe_and_a_stop_in_time_is_not():

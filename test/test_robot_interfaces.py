@@ -120,6 +120,18 @@ def test_tf_buffer_chains_transforms_and_reports_the_oldest_stamp():
     assert tf.lookup("base_link", "nowhere") is None
 
 
+def test_a_quaternion_rotates_a_vector_as_its_rotation_matrix_does():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        q = rng.normal(size=4)
+        x, y, z, w = q = q / np.linalg.norm(q)
+        matrix = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                           [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                           [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+        v = rng.normal(size=3)
+        np.testing.assert_allclose(rotate(q, v), matrix @ v, atol=1e-12)
+
+
 def test_tf_buffer_refuses_loops_and_non_rotations():
     tf = TfBuffer()
     assert tf.set_transform("a", "b", [0, 0, 0], [0, 0, 0, 1], 1.0)

@@ -40,6 +40,7 @@ def _ground_truth_readers(op: Operator, twin: str) -> dict[str, set[str]]:
             for topic in (f"/{twin}/scene", f"/{twin}/scene_layout", f"/{twin}/ground_truth")}
 
 
+@pytest.mark.alone  # a live twin graph at the profile's timeouts (CI run ciM: a take refused for a 1.47-s TF pause)
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.timeout(900)

@@ -347,7 +347,7 @@ class Operator:
                 if not self.wait_for(lambda: state() in ("stopped", "idle"), 10.0) or state() != "stopped":
                     outcome["decision"], outcome["why"] = "refused", self.recorder.get("message", "")
                     self.log(f"[operator] the recorder refused the take: {outcome['why']}")
-                    self.reset_scene()
+                    self.log(f"[operator] scene reset: {self.reset_scene()}")
                     continue
                 outcome["steps"] = int(self.recorder.get("steps", 0))
                 self.press("success" if outcome["decision"] == "keep" else "failure")
@@ -357,7 +357,7 @@ class Operator:
             if state() == "finished":
                 break
             time.sleep(0.5)
-            self.reset_scene()
+            self.log(f"[operator] scene reset: {self.reset_scene()}")  # what a later take starts from
         return attempts_made
 
     def _drive_take(self, attempt: int, limit_s: float) -> dict:

@@ -148,6 +148,18 @@ class Processes:
     def output(self, name: str) -> str:
         return self.logs[name].read_text(errors="replace") if name in self.logs else ""
 
+    def hang_report(self, name: str, chars: int = 6000) -> str:
+        """The end of `name`'s log, for a report: where `wait` had to kill it, the end of its
+        Python stacks and of gdb's (which lists the main thread last), half each. A plain tail
+        gave gdb's idle threads only (CI, stop 39: a logger killed in its DDS teardown, with no
+        Python line left in the report to say what its teardown had done)."""
+        text = self.output(name)
+        marker = "C stacks (gdb):"
+        if marker not in text:
+            return text[-chars:]
+        before, _, after = text.rpartition(marker)
+        return before[-chars // 2:] + marker + after[-chars // 2:]
+
     def stop_all(self) -> dict[str, int]:
         for name in self.running:
             self.signal(name, signal.SIGINT)

@@ -308,7 +308,7 @@ def run_rig(robot: str, env: dict[str, str], workdir: Path, *, seconds: float = 
     result.logger_rows, result.logger_gaps = rows, gaps
     crashed = {n: c for n, c in codes.items() if c not in (0, -2)}
     if crashed and result.error is None:
-        result.error = f"processes ended badly: {crashed}: " + " | ".join(procs.output(n)[-6000:] for n in crashed)
+        result.error = f"processes ended badly: {crashed}: " + " | ".join(procs.hang_report(n) for n in crashed)
     return result
 
 

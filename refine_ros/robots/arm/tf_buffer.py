@@ -28,10 +28,17 @@ def quaternion_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Vector `v` rotated by unit quaternion `q` (x, y, z, w)."""
-    u, w = q[:3], q[3]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
+    """Vector `v` rotated by unit quaternion `q` (x, y, z, w): v + w t + u x t, t = 2 u x v.
+
+    The cross products are written out on floats: `np.cross` on 3-vectors costs some 15 us a
+    call, and a lookup composes the arm's whole chain (two crosses per link), so it was the
+    bridge's largest cost (profiled on the arm twin: a third of its main thread)."""
+    ux, uy, uz, w = float(q[0]), float(q[1]), float(q[2]), float(q[3])
+    vx, vy, vz = float(v[0]), float(v[1]), float(v[2])
+    tx, ty, tz = 2.0 * (uy * vz - uz * vy), 2.0 * (uz * vx - ux * vz), 2.0 * (ux * vy - uy * vx)
+    return np.array([vx + w * tx + uy * tz - uz * ty,
+                     vy + w * ty + uz * tx - ux * tz,
+                     vz + w * tz + ux * ty - uy * tx])
 
 
 def conjugate(q: np.ndarray) -> np.ndarray:
