@@ -30,8 +30,8 @@ def quaternion_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Vector `v` rotated by unit quaternion `q` (x, y, z, w): v + w t + u x t, t = 2 u x v.
 
-    The cross products are written out on floats: `np.cross` on 3-vectors costs some 15 us a
-    call, and a lookup composes the arm's whole chain (two crosses per link), so it was the
+    The cross products are written out on floats: `np.cross` on 3-vectors cost some 30 us a
+    call here, and a lookup composes the arm's whole chain (two crosses per link), so it was the
     bridge's largest cost (profiled on the arm twin: a third of its main thread)."""
     ux, uy, uz, w = float(q[0]), float(q[1]), float(q[2]), float(q[3])
     vx, vy, vz = float(v[0]), float(v[1]), float(v[2])
