@@ -21,7 +21,8 @@ hold even when the safety node is gone live here too.
   confirmation, and the still-confirmed episode moved the car again in between (CI, car
   `sigstop_safety`). The same holds when the bridge itself was frozen:
   a safe command taken after a silence longer than `command_timeout` trips the watchdog
-  before it is looked at, even when the executor takes it before the control tick.
+  before it is looked at, even when the executor takes it before the control tick, and so
+  does one whose handling was itself held up that long before it reached the driver.
 - A driver that has not spoken yet is not a lost one: for `startup_grace` s after the bridge
   starts it waits without an error (nothing moves meanwhile: without feedback there are no
   observations, so the safety node only sends stops, and the bridge halts any command).
@@ -205,6 +206,13 @@ class BridgeNode(Node):
                                       "held", throttle_duration_sec=1.0)
         if self.halt_reason(label) is not None or self._await_stop:
             self._stop()
+            result = (1.0, 0.0)
+        elif not self.check_commands(self._now()):
+            # Frozen inside this callback for longer than command_timeout (SIGSTOP between the
+            # checks above and the send): the command is as stale as one that waited in the
+            # queue, and the watchdog's rule applies to it the same way (CI run ciO, the car
+            # bridge's frozen test: a moving command reached the driver 1.7 ms after SIGCONT,
+            # then stops).
             result = (1.0, 0.0)
         else:
             refused = self.send_command(values)
