@@ -166,8 +166,8 @@ def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist a test marked `alone` (wall-clock budgets taken from a robot's own
     timeouts: watchdogs, live graphs, real-time twins) runs with the machine to itself. Why no
     ordinary test beside it (there was a "companion seat" for one): one of these graphs fills
-    both cores by itself (the car twin's rig: detector 0.55 of a core, twin 0.37, harness 0.27,
-    logger 0.26, bridge 0.24, safety node 0.17, sampled from /proc over its episode), so any
+    both cores by itself (the car twin's rig: detector 0.54 of a core, twin 0.37, harness 0.27,
+    logger 0.27, bridge 0.24, safety node 0.17, sampled from /proc over its episode), so any
     test beside it takes its share from the robot's clock: CI at stop 39 ran that rig's driver
     at 22 Hz of 50 and its logger out of its shutdown time.
     Two lock files in the run's temp directory, shared by the workers: a reader-writer lock on

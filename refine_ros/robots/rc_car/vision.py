@@ -294,7 +294,7 @@ def _smooth(found: np.ndarray, half_window: float) -> tuple[np.ndarray, np.ndarr
 
     All the fits at once, as weighted least squares over every point (weight 1 inside a
     point's window, else 0): one (n, 3, 3) solve instead of two `np.polyfit` calls per point,
-    which took most of the detector's time (profiled on the car twin: 100 fits a frame, 0.55
+    which took most of the detector's time (profiled on the car twin: 100 fits a frame, 0.54
     of a core for the node)."""
     arc = found[:, 0]
     n = len(arc)
