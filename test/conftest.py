@@ -180,8 +180,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     alone = item.get_closest_marker("alone") is not None
+    run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the workers' common basetemp
     if alone and not _HELD:
-        run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the workers' common basetemp
         _HELD["turnstile"] = turnstile = open(run_dir / "machine.turnstile", "a")  # noqa: SIM115 - held across tests
         _HELD["machine"] = machine = open(run_dir / "machine.lock", "a")  # noqa: SIM115
         fcntl.flock(turnstile, fcntl.LOCK_EX)
@@ -195,7 +195,6 @@ def pytest_runtest_protocol(item, nextitem):
                     lock.close()  # closing releases the flock
                 _HELD.clear()
         return
-    run_dir = item.config._tmp_path_factory.getbasetemp().parent
     with open(run_dir / "machine.turnstile", "a") as turnstile, open(run_dir / "machine.lock", "a") as machine:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(machine, fcntl.LOCK_SH)
