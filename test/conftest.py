@@ -153,12 +153,36 @@ def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     if WITHOUT_DDS and report.failed:
         report.sections.append(("make test-fast", NO_DDS_MESSAGE))
+    if report.failed and item.get_closest_marker("alone") is not None and _PRIORITY.get("refused"):
+        report.sections.append(("alone", f"ran at the priority of other work ({_PRIORITY['refused']}): "
+                                         "under load its graph shares the CPU with it"))
 
 
 # -- tests that must not share the machine --------------------------------------------------------
 _HELD: dict[str, object] = {}
 """The open lock files of the `alone` test running on this worker, kept until the next test
 is not `alone` (the scheduler hands one worker all of them, one after another)."""
+ALONE_NICE = -10
+"""The `alone` tests' priority over work that is not the suite's (nice -10 against nice 0:
+about nine times the CPU share per thread), as a robot computer runs its control graph above
+its other jobs; what a test starts inherits it. Needs root or CAP_SYS_NICE (CI runs as root)."""
+_PRIORITY: dict[str, object] = {}
+"""This worker's nice value before its `alone` tests, and why raising it was refused, if it was."""
+
+
+def _renice_all_threads(value: int) -> str:
+    """Set every thread of this process to `value`; '' or why the kernel refused. Linux keeps a
+    nice value per thread (rclpy's and DDS's threads already exist when a module's graph is up);
+    a thread or a process started afterwards inherits its creator's."""
+    refused = ""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), value)
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+        except OSError as exc:
+            refused = f"nice {value} refused: {exc}"
+    return refused
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -175,7 +199,9 @@ def pytest_runtest_protocol(item, nextitem):
     ordinary tests cannot keep it out. The `alone` tests come first and one worker runs them
     all; it keeps both locks from one to the next, so the other worker does not slip a test in
     between each pair. Setup and teardown are inside (a module's graph starts in its first
-    test's setup). A worker that dies releases its locks with its file descriptors."""
+    test's setup). A worker that dies releases its locks with its file descriptors.
+    While it holds them the worker runs at ALONE_NICE, so that work that is not the suite's (a
+    loaded machine: two busy loops beside the run) does not take the robot's clock either."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
@@ -186,11 +212,14 @@ def pytest_runtest_protocol(item, nextitem):
         _HELD["machine"] = machine = open(run_dir / "machine.lock", "a")  # noqa: SIM115
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(machine, fcntl.LOCK_EX)
+        _PRIORITY["before"] = os.getpriority(os.PRIO_PROCESS, 0)
+        _PRIORITY["refused"] = _renice_all_threads(ALONE_NICE)
     if alone:
         try:
             yield
         finally:
             if nextitem is None or nextitem.get_closest_marker("alone") is None:
+                _renice_all_threads(int(_PRIORITY["before"]))  # lowering a priority is always allowed
                 for lock in _HELD.values():
                     lock.close()  # closing releases the flock
                 _HELD.clear()
