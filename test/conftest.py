@@ -3,6 +3,7 @@ worker), temp run dirs, the `ros` mark on every test that starts a ROS graph, an
 mark for tests that must not share the machine with another worker."""
 
 import ast
+import faulthandler
 import fcntl
 import os
 from pathlib import Path
@@ -156,6 +157,64 @@ def pytest_runtest_makereport(item, call):
     if report.failed and item.get_closest_marker("alone") is not None and _PRIORITY.get("refused"):
         report.sections.append(("alone", f"ran at the priority of other work ({_PRIORITY['refused']}): "
                                          "under load its graph shares the CPU with it"))
+
+
+# -- a test held up where pytest-timeout cannot reach it ------------------------------------------
+BACKSTOP_MARGIN_S = float(os.environ.get("REFINE_TEST_BACKSTOP_MARGIN_S", 120.0))
+"""(Seconds; the variable is for the test of the backstop itself.) How long past its own timeout a test's process may stay stuck before it ends with every
+thread's stack. pytest-timeout raises in the main thread, which needs the interpreter's lock; a
+thread that waits in native code holding it never lets that happen. ciQ (a fresh clone beside
+two busy loops) hung that way for 15 min, past the fault test's 180-s timeout: Fast DDS's UDP
+receive thread held the discovery (PDP) mutex while it waited for the event thread to finish
+its timers (a remote writer removed: the SIGINTed bridge's), the event thread waited for that
+mutex (a participant announcement), and the test's main thread, destroying its publisher,
+waited for the event thread with the lock held: eProsima/Fast-DDS#6502, open. faulthandler's
+timer is a thread of its own in C, which needs no lock: it writes the stacks and ends the
+worker, pytest-xdist reports the test as crashed and starts a new worker, and the run goes on."""
+
+
+def _backstop_s(item) -> float:
+    marker = item.get_closest_marker("timeout")
+    given = marker.kwargs.get("timeout", marker.args[0] if marker.args else None) if marker else None
+    return float(given or item.config.getini("timeout") or 900) + BACKSTOP_MARGIN_S
+
+
+def _backstop_file(config):
+    """This worker's file for the stacks, in the run's temp directory: the worker's own output
+    is captured and lost with it; the controller prints the file at the end of the run."""
+    base = config._tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    path = (base.parent if worker else base) / f"stuck-{worker or 'main'}.txt"  # the controller's basetemp
+    return open(path, "w")  # noqa: SIM115 - open for the worker's whole life: faulthandler writes to it
+
+
+_STUCK: dict[str, object] = {}
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_runtest_protocol")
+def pytest_runtest_protocol_backstop(item, nextitem):
+    """Arm the backstop over the whole test (setup, call, teardown), disarm it after."""
+    if "file" not in _STUCK:
+        _STUCK["file"] = _backstop_file(item.config)
+    out = _STUCK["file"]
+    out.seek(0)
+    out.truncate()
+    out.write(f"{item.nodeid} stuck past its timeout + {BACKSTOP_MARGIN_S:.0f} s; every thread's stack:\n")
+    out.flush()
+    faulthandler.dump_traceback_later(_backstop_s(item), exit=True, file=out)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print what a stuck worker left (see BACKSTOP_MARGIN_S)."""
+    for path in sorted(terminalreporter.config._tmp_path_factory.getbasetemp().glob("stuck-*.txt")):
+        text = path.read_text(errors="replace")
+        if "File " in text:  # stacks were written: the backstop fired
+            terminalreporter.write_sep("=", f"stuck test ({path.name})")
+            terminalreporter.write_line(text[-20000:])
 
 
 # -- tests that must not share the machine --------------------------------------------------------

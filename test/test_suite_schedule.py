@@ -2,8 +2,10 @@
 finds the `alone` tests in the source, since it collects nothing itself; what it finds must be
 what pytest itself selects with `-m alone`."""
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +69,40 @@ def test_an_alone_test_has_the_machine_to_itself_and_the_alone_tests_run_back_to
     for name, *_, nice, child_nice in records:
         expected = ALONE_NICE if name == "alone" and may_raise else usual
         assert (nice, child_nice) == (expected, expected), (name, nice, child_nice, may_raise)
+
+
+STUCK_TEST = """
+import ctypes, pytest
+
+@pytest.mark.timeout(2)
+def test_stuck_holding_the_interpreter_lock():
+    libc = ctypes.PyDLL(None)  # a PyDLL call keeps the interpreter's lock, as rclpy's destroy calls do
+    mutex = ctypes.create_string_buffer(64)
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)  # a plain mutex locked twice: a wait that no signal ends
+
+def test_after_it():
+    pass
+"""
+
+
+def test_a_test_stuck_in_native_code_ends_its_worker_with_the_stacks_and_the_run_goes_on(tmp_path):
+    """What ciQ needed: a test stuck in native code with the interpreter's lock held (Fast DDS's
+    deadlock, test/conftest.py: BACKSTOP_MARGIN_S), where pytest-timeout cannot raise. The run
+    must end, that test reported as failed, with the stuck thread's stack, and the other tests run."""
+    for name in ("conftest.py", "../pytest.ini"):
+        (tmp_path / Path(name).name).write_text((HERE / name).read_text())
+    (tmp_path / "test_stuck.py").write_text(STUCK_TEST)
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                           env={**os.environ, "REFINE_TEST_BACKSTOP_MARGIN_S": "3"}, start_new_session=True)
+    try:
+        out, _ = run.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a worker the backstop did not end must not outlive the test
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 1, out[-3000:]
+    assert "1 failed, 1 passed" in out, out[-3000:]
+    assert "crashed while running 'test_stuck.py::test_stuck_holding_the_interpreter_lock'" in out, out[-3000:]
+    assert "stuck past its timeout" in out and 'test_stuck.py", line 9 in test_stuck_holding_the_interpreter_lock' in out, \
+        out[-3000:]
