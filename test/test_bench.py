@@ -63,7 +63,8 @@ def test_refine_bench_json_quick_reports_no_error_in_the_ros_sections():
     assert ros or "ros_skipped" in results, "the ROS section gave neither figures nor a reason"
     if "faults_process_death_cells" in results:  # a bridge killed on each robot's twin: stopped in time
         assert results["faults_process_death_cells"] == 2 and results["faults_process_death_unsafe"] == 0, results
-        assert results["faults_worst_stop_mm_arm"] is not None and results["faults_worst_stop_cm_car"] is not None
+        assert results["faults_worst_stop_mm_arm"] is not None and results["faults_worst_stop_cm_car"] is not None, \
+            (results["faults_process_death_errors"], results["faults_process_death"])  # ciR: the car's None, unexplained
 
 
 def test_a_failing_section_is_reported_as_an_error_and_the_others_still_run(monkeypatch):
