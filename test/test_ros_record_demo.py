@@ -75,22 +75,48 @@ def _wait(predicate, timeout: float = 10.0) -> bool:
 
 
 # ---------------------------------------------------------------------------------------- e-stop
+def _record_demo_up(run_dir, *settings: str) -> subprocess.Popen:
+    """`refine up arm_real_record_demo --live --processes`: the bridge, the safety node, the
+    gamepad teleop and the recorder, each its own process with the profile's parameters, as an
+    operator starts them (the test's process holds only the fake driver, gamepad and operator)."""
+    sets = [arg for setting in settings for arg in ("--set", setting)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "refine_core.cli", "up", "arm_real_record_demo", "--run", str(run_dir), "--live",
+         "--processes", "--timeout", "200", *sets],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+
+
+def _end(proc: subprocess.Popen) -> str:
+    """Ctrl-C, as an operator ends `refine up` (it stops every node process it started); its output."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
+
+
 @pytest.mark.alone  # the bridge judges TF at the profile's ee_timeout (0.15 s) and the safety node at 0.1 s
 def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_dir):
     """The arm's own bridge and safety limits, driven from a gamepad: the e-stop button in the
     middle of a take stops the arm, aborts the recording and leaves no database behind; after
-    the operator re-arms, a new take can start (and a discarded one writes nothing either)."""
+    the operator re-arms, a new take can start (and a discarded one writes nothing either).
+    The nodes are processes of their own (`refine up ... --processes`): in one process, seven
+    nodes shared one interpreter lock, and beside two busy loops (ciR) the safety node's
+    commands paused past its 0.1-s watchdog."""
     driver = FakeArmDriver(context)
-    pad = FakeGamepad(context)
-    operator = DemoStatus(context)
-    graph = Graph(context, _node(ArmBridge, context, **_arm("arm_bridge")),
-                  _node(SafetyNode, context, **_arm("safety_node")), _node(JoyTeleop, context, task="door_open"),
-                  _node(DemoRecorder, context, task="door_open", robot="arm_real", run_dir=str(run_dir)),
-                  driver, pad, operator)
+    proc = _record_demo_up(run_dir)
+    pad, operator = FakeGamepad(context), DemoStatus(context)
+    graph = Graph(context, driver, pad, operator)
     rearm = operator.create_client(Trigger, "safety/rearm")
     try:
         pad.hold(axes={LEFT_Y: 0.5}, buttons={BUTTON_LEFT_SHOULDER: 1})
-        assert _wait(lambda: call(operator.start, Trigger.Request()).success, 30.0), operator.states[-1:]
+        # until the node processes are up and the bridge's first observations arrive, start says so
+        assert _wait(lambda: call(operator.start, Trigger.Request(), timeout=90.0).success
+                     or "already recording" in call(operator.start, Trigger.Request()).message, 90.0), \
+            operator.states[-1:]
         operator.wait_for("recording")
         y0 = driver.position()[1]
         assert _wait(lambda: driver.position()[1] > y0 + 0.02), \
@@ -120,7 +146,11 @@ def test_an_estop_during_a_take_aborts_it_and_nothing_is_written(context, run_di
         discarded = call(operator.discard, Trigger.Request())
         assert discarded.success and "discarded" in discarded.message
         assert not (run_dir / "run.db").exists(), "a discarded take writes nothing"
+    except BaseException:
+        print("refine up's output:\n" + _end(proc)[-8000:])  # pytest shows it under the failure
+        raise
     finally:
+        _end(proc)
         graph.close()
 
 
@@ -361,12 +391,9 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
     Then `refine fit` fits both takes, concatenated."""
     driver = FakeArmDriver(context)
     silent = driver.create_client(SetBool, "fake/driver_silent")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "refine_core.cli", "up", "arm_real_record_demo", "--run", str(run_dir), "--live",
-         "--processes", "--timeout", "200", "--set", "demo_recorder.takes=2", "--set", "demo_recorder.reset_time=1.5",
-         "--set", "demo_recorder.max_gap=2.0", "--set", "demo_recorder.min_steps=5",
-         "--set", 'demo_recorder.bag_topics=["/joint_states:sensor_msgs/msg/JointState"]'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    proc = _record_demo_up(run_dir, "demo_recorder.takes=2", "demo_recorder.reset_time=1.5",
+                           "demo_recorder.max_gap=2.0", "demo_recorder.min_steps=5",
+                           'demo_recorder.bag_topics=["/joint_states:sensor_msgs/msg/JointState"]')
     pad, operator = FakeGamepad(context), DemoStatus(context)
     graph = Graph(context, driver, pad, operator)
     try:
@@ -415,16 +442,10 @@ def test_a_session_records_several_takes_with_pauses_gaps_and_a_reset_phase(cont
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out
     finally:
-        if proc.poll() is None:  # Ctrl-C: refine up stops every node process it started
-            proc.send_signal(signal.SIGINT)
-            try:
-                out, _ = proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
+        if proc.poll() is None:
             # pytest shows it under the failure: seen once (ciL), the next take refused for want of
             # observations, and only the nodes' own lines can say which of them went quiet
-            print("refine up's output:\n" + out[-8000:])
+            print("refine up's output:\n" + _end(proc)[-8000:])
         graph.close()
 
     with RunDatabase(run_dir) as db:
