@@ -161,8 +161,8 @@ def pytest_runtest_makereport(item, call):
 
 # -- a test held up where pytest-timeout cannot reach it ------------------------------------------
 BACKSTOP_MARGIN_S = float(os.environ.get("REFINE_TEST_BACKSTOP_MARGIN_S", 120.0))
-"""(Seconds; the variable is for the test of the backstop itself.) How long past its own timeout a test's process may stay stuck before it ends with every
-thread's stack. pytest-timeout raises in the main thread, which needs the interpreter's lock; a
+"""How long past its own timeout a test's process may stay stuck before it ends with every
+thread's stack (the variable is for the tests of the backstop). pytest-timeout raises in the main thread, which needs the interpreter's lock; a
 thread that waits in native code holding it never lets that happen. ciQ (a fresh clone beside
 two busy loops) hung that way for 15 min, past the fault test's 180-s timeout: Fast DDS's UDP
 receive thread held the discovery (PDP) mutex while it waited for the event thread to finish
@@ -191,9 +191,10 @@ def _backstop_file(config):
 _STUCK: dict[str, object] = {}
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_runtest_protocol")
+@pytest.hookimpl(hookwrapper=True, trylast=True, specname="pytest_runtest_protocol")
 def pytest_runtest_protocol_backstop(item, nextitem):
-    """Arm the backstop over the whole test (setup, call, teardown), disarm it after."""
+    """Arm the backstop over the whole test (setup, call, teardown), disarm it after. Inside
+    the hook below (trylast): a test's wait for the `alone` tests to end is not its own time."""
     if "file" not in _STUCK:
         _STUCK["file"] = _backstop_file(item.config)
     out = _STUCK["file"]

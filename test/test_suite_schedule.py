@@ -106,3 +106,22 @@ def test_a_test_stuck_in_native_code_ends_its_worker_with_the_stacks_and_the_run
     assert "crashed while running 'test_stuck.py::test_stuck_holding_the_interpreter_lock'" in out, out[-3000:]
     assert "stuck past its timeout" in out and 'test_stuck.py", line 9 in test_stuck_holding_the_interpreter_lock' in out, \
         out[-3000:]
+
+
+def test_a_test_waiting_for_the_alone_ones_is_not_taken_for_stuck(tmp_path):
+    """The backstop counts a test's own time, not its wait for the machine: ordinary tests with a
+    backstop of 2.5 s (timeout 2 s + 0.5 s) wait about 6 s for two `alone` tests of 3 s, and pass."""
+    for name in ("conftest.py", "../pytest.ini"):
+        (tmp_path / Path(name).name).write_text((HERE / name).read_text())
+    (tmp_path / "test_robot.py").write_text(TIMED_TEST.format(seconds=3.0) + "".join(
+        f"\n@pytest.mark.alone\ndef test_alone_{i}():\n    _record('alone')\n" for i in range(2)))
+    (tmp_path / "test_other.py").write_text(TIMED_TEST.format(seconds=0.3) + "".join(
+        f"\n@pytest.mark.timeout(2)\ndef test_ordinary_{i}():\n    _record('ordinary')\n" for i in range(3)))
+    log = tmp_path / "schedule.jsonl"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
+                           "no:cacheprovider", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "SCHEDULE_LOG": str(log), "REFINE_TEST_BACKSTOP_MARGIN_S": "0.5"})
+    assert done.returncode == 0 and "5 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = sorted((start, end, name) for name, start, end, *_ in map(json.loads, log.read_text().splitlines()))
+    alone_end = max(end for _, end, name in runs if name == "alone")
+    assert any(start >= alone_end for start, _, name in runs if name == "ordinary"), ("none waited", runs)
