@@ -597,7 +597,12 @@ def test_seccomp_filter_assembles_for_known_architectures():
         seccomp.filter_program("pdp11")
 
 
-def test_thread_bomb_is_bounded_by_the_address_space():
+def test_thread_bomb_is_bounded_by_the_address_space_or_the_wall_clock():
+    """Mostly the address space ends it (the next thread's stack cannot be mapped: an error in
+    0.2 s). About one run in ten here (6 of 50 in a loop, once in a fresh clone's `make test`,
+    ciT), the 22nd thread fails inside its own start-up (`Thread._bootstrap_inner`, then a
+    KeyError in `_delete`), before it tells the starting thread it runs, and CPython's
+    `Thread.start()` waits for that forever: then the wall clock ends the program."""
     code = (
         "import threading, time\n"
         "threads = []\n"
@@ -606,7 +611,10 @@ def test_thread_bomb_is_bounded_by_the_address_space():
         "    t.start()\n"
         "    threads.append(t)\n"
     )
-    result = run(code, limits=Limits(wall_s=30.0, memory_bytes=1024**3))
-    assert result.status in ("error", "killed"), result
-    assert result.duration_s < 30
+    result = run(code, limits=Limits(wall_s=10.0, memory_bytes=1024**3))
+    assert result.status in ("error", "killed", "timeout"), result
+    if result.status == "timeout":
+        assert "_bootstrap" in result.stderr_tail and result.duration_s < 10.0 + 5.0, result
+    else:
+        assert result.duration_s < 10.0, result
     carry_on()
