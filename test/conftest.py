@@ -146,6 +146,22 @@ def pytest_xdist_make_scheduler(config, log):
             module, _, test = nodeid.partition("::")
             return "alone" if (Path(module).name, test.split("[")[0]) in alone else module
 
+        def remove_node(self, node):
+            """A crashed worker's unfinished tests go back in the queue, but not the one it
+            crashed in: xdist's loadscope sent that one to each new worker again, so a test
+            that the backstop (BACKSTOP_MARGIN_S) ends ended every replacement worker in turn."""
+            workload = self.assigned_work.pop(node)
+            if not self._pending_of(workload):
+                return None
+            crashed = next(nodeid for unit in workload.values() for nodeid, done in unit.items() if not done)
+            for unit in workload.values():
+                if crashed in unit:
+                    unit[crashed] = True  # reported as crashed by xdist; not run again
+            self.workqueue.update({scope: unit for scope, unit in workload.items() if not all(unit.values())})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
     return AloneTogether(config, log)
 
 

@@ -39,25 +39,43 @@ def _record(name):
 '''
 
 
+def _tests(seconds: float, count: int, *, mark: str = "", name: str = "ordinary") -> str:
+    """A module of `count` tests that each sleep `seconds` and record when they ran."""
+    decorator = f"@pytest.mark.{mark}\n" if mark else ""
+    return TIMED_TEST.format(seconds=seconds) + "".join(
+        f"\n{decorator}def test_{name}_{i}():\n    _record('{name}')\n" for i in range(count))
+
+
+def _run_suite(folder: Path, modules: dict[str, str], **env: str) -> tuple[int, str, list[list]]:
+    """Run `modules` with this suite's conftest and pytest.ini, as `make test` does (two workers,
+    whole modules each): exit status, output, and what the timed tests recorded. Every process
+    it started is gone afterwards, a worker the backstop did not end included."""
+    for name in ("conftest.py", "../pytest.ini"):
+        (folder / Path(name).name).write_text((HERE / name).read_text())
+    for name, text in modules.items():
+        (folder / name).write_text(text)
+    log = folder / "schedule.jsonl"
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
+                            "no:cacheprovider", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, cwd=folder, env={**os.environ, "SCHEDULE_LOG": str(log), **env},
+                           start_new_session=True)
+    try:
+        out, _ = run.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return run.returncode, out, records
+
+
 def test_an_alone_test_has_the_machine_to_itself_and_the_alone_tests_run_back_to_back(tmp_path):
     """Two workers, two `alone` tests and four ordinary ones (in two modules): no ordinary test
     runs while an `alone` one does, and none runs between the two `alone` tests (their worker
     keeps the machine from one to the next). Where the machine allows it (root), the `alone` tests
     and what they start run at a raised priority, and the ordinary ones at the usual one."""
-    for name in ("conftest.py", "../pytest.ini"):
-        (tmp_path / Path(name).name).write_text((HERE / name).read_text())
-    body = TIMED_TEST.format(seconds=0.6)
-    (tmp_path / "test_robot.py").write_text(body + "".join(
-        f"\n@pytest.mark.alone\ndef test_alone_{i}():\n    _record('alone')\n" for i in range(2)))
-    for module in ("test_first.py", "test_second.py"):
-        (tmp_path / module).write_text(body + "".join(
-            f"\ndef test_ordinary_{i}():\n    _record('ordinary')\n" for i in range(2)))
-    log = tmp_path / "schedule.jsonl"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
-                           "no:cacheprovider", str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env={**os.environ, "SCHEDULE_LOG": str(log)})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    status, out, records = _run_suite(tmp_path, {"test_robot.py": _tests(0.6, 2, mark="alone", name="alone"),
+                                                 "test_first.py": _tests(0.6, 2), "test_second.py": _tests(0.6, 2)})
+    assert status == 0, out[-6000:]
     runs = sorted((start, end, name) for name, start, end, *_ in records)
     assert [name for *_, name in runs].count("alone") == 2 and len(runs) == 6, runs
     alone = [(start, end) for start, end, name in runs if name == "alone"]
@@ -90,18 +108,8 @@ def test_a_test_stuck_in_native_code_ends_its_worker_with_the_stacks_and_the_run
     """What ciQ needed: a test stuck in native code with the interpreter's lock held (Fast DDS's
     deadlock, test/conftest.py: BACKSTOP_MARGIN_S), where pytest-timeout cannot raise. The run
     must end, that test reported as failed, with the stuck thread's stack, and the other tests run."""
-    for name in ("conftest.py", "../pytest.ini"):
-        (tmp_path / Path(name).name).write_text((HERE / name).read_text())
-    (tmp_path / "test_stuck.py").write_text(STUCK_TEST)
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-                           env={**os.environ, "REFINE_TEST_BACKSTOP_MARGIN_S": "3"}, start_new_session=True)
-    try:
-        out, _ = run.communicate(timeout=120)
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # a worker the backstop did not end must not outlive the test
-            os.killpg(run.pid, signal.SIGKILL)
-    assert run.returncode == 1, out[-3000:]
+    status, out, _ = _run_suite(tmp_path, {"test_stuck.py": STUCK_TEST}, REFINE_TEST_BACKSTOP_MARGIN_S="3")
+    assert status == 1, out[-3000:]
     assert "1 failed, 1 passed" in out, out[-3000:]
     assert "crashed while running 'test_stuck.py::test_stuck_holding_the_interpreter_lock'" in out, out[-3000:]
     assert "stuck past its timeout" in out and 'test_stuck.py", line 9 in test_stuck_holding_the_interpreter_lock' in out, \
@@ -111,17 +119,10 @@ def test_a_test_stuck_in_native_code_ends_its_worker_with_the_stacks_and_the_run
 def test_a_test_waiting_for_the_alone_ones_is_not_taken_for_stuck(tmp_path):
     """The backstop counts a test's own time, not its wait for the machine: ordinary tests with a
     backstop of 2.5 s (timeout 2 s + 0.5 s) wait about 6 s for two `alone` tests of 3 s, and pass."""
-    for name in ("conftest.py", "../pytest.ini"):
-        (tmp_path / Path(name).name).write_text((HERE / name).read_text())
-    (tmp_path / "test_robot.py").write_text(TIMED_TEST.format(seconds=3.0) + "".join(
-        f"\n@pytest.mark.alone\ndef test_alone_{i}():\n    _record('alone')\n" for i in range(2)))
-    (tmp_path / "test_other.py").write_text(TIMED_TEST.format(seconds=0.3) + "".join(
-        f"\n@pytest.mark.timeout(2)\ndef test_ordinary_{i}():\n    _record('ordinary')\n" for i in range(3)))
-    log = tmp_path / "schedule.jsonl"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
-                           "no:cacheprovider", str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env={**os.environ, "SCHEDULE_LOG": str(log), "REFINE_TEST_BACKSTOP_MARGIN_S": "0.5"})
-    assert done.returncode == 0 and "5 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
-    runs = sorted((start, end, name) for name, start, end, *_ in map(json.loads, log.read_text().splitlines()))
+    status, out, records = _run_suite(tmp_path, {"test_robot.py": _tests(3.0, 2, mark="alone", name="alone"),
+                                                 "test_other.py": _tests(0.3, 3, mark="timeout(2)")},
+                                      REFINE_TEST_BACKSTOP_MARGIN_S="0.5")
+    assert status == 0 and "5 passed" in out, out[-6000:]
+    runs = sorted((start, end, name) for name, start, end, *_ in records)
     alone_end = max(end for _, end, name in runs if name == "alone")
     assert any(start >= alone_end for start, _, name in runs if name == "ordinary"), ("none waited", runs)
