@@ -278,8 +278,6 @@ def test_image_conversion_handles_rgb_and_rejects_short_data():
         image_to_bgr(msg)
 
 
-@pytest.mark.ros  # a detector node over DDS
-@pytest.mark.timeout(60)
 def _smooth_by_polyfit(found: np.ndarray, half_window: float) -> tuple[np.ndarray, np.ndarray]:
     """The smoothing `_smooth` stands for, written the obvious way: per point, a quadratic
     through the points within the window (the three nearest where fewer), by np.polyfit."""
@@ -309,6 +307,8 @@ def test_the_smoothing_is_a_local_quadratic_fit_at_every_point(seed):
     np.testing.assert_allclose(headings, want_headings, atol=1e-9)
 
 
+@pytest.mark.ros  # a detector node over DDS
+@pytest.mark.timeout(60)
 def test_node_publishes_tiles_for_camera_images():
     ctx = Context()
     rclpy.init(context=ctx)
