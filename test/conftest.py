@@ -177,16 +177,17 @@ def pytest_runtest_makereport(item, call):
 
 # -- a test held up where pytest-timeout cannot reach it ------------------------------------------
 BACKSTOP_MARGIN_S = float(os.environ.get("REFINE_TEST_BACKSTOP_MARGIN_S", 120.0))
-"""How long past its own timeout a test's process may stay stuck before it ends with every
-thread's stack (the variable is for the tests of the backstop). pytest-timeout raises in the main thread, which needs the interpreter's lock; a
-thread that waits in native code holding it never lets that happen. ciQ (a fresh clone beside
-two busy loops) hung that way for 15 min, past the fault test's 180-s timeout: Fast DDS's UDP
-receive thread held the discovery (PDP) mutex while it waited for the event thread to finish
-its timers (a remote writer removed: the SIGINTed bridge's), the event thread waited for that
-mutex (a participant announcement), and the test's main thread, destroying its publisher,
-waited for the event thread with the lock held: eProsima/Fast-DDS#6502, open. faulthandler's
-timer is a thread of its own in C, which needs no lock: it writes the stacks and ends the
-worker, pytest-xdist reports the test as crashed and starts a new worker, and the run goes on."""
+"""How long past its own timeout a test's process may stay stuck before it ends with every thread's
+stack (the variable is for the tests of the backstop). pytest-timeout raises in the main thread,
+which needs the interpreter's lock; a thread that waits in native code holding it never lets
+that happen. ciQ (a fresh clone beside two busy loops) hung that way for 15 min, past the fault
+test's 180-s timeout: Fast DDS's UDP receive thread held the discovery (PDP) mutex while it
+waited for the event thread to finish its timers (a remote writer removed: the SIGINTed
+bridge's), the event thread waited for that mutex (a participant announcement), and the test's
+main thread, destroying its publisher, waited for the event thread with the lock held:
+eProsima/Fast-DDS#6502, open. faulthandler's timer is a thread of its own in C, which needs no
+lock: it writes the stacks and ends the worker, pytest-xdist reports the test as crashed and
+starts a new worker, and the run goes on."""
 
 
 def _backstop_s(item) -> float:
